@@ -1,0 +1,53 @@
+// Command jail runs commands in Linux sandboxes. See the README.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/jail-sandbox/jail"
+)
+
+func main() {
+	jail.Init()
+	os.Exit(dispatch(os.Args[1:]))
+}
+
+const usage = `usage: jail COMMAND [OPTIONS]
+
+  run [RUN OPTIONS] [--] COMMAND [ARG...]   run a command in a new sandbox
+  check                                     which isolation features this host gives you
+  version                                   print the version
+
+Run 'jail run --help' for the RUN OPTIONS.
+`
+
+func dispatch(args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, usage)
+		return jail.ExitSetup
+	}
+	switch args[0] {
+	case "run":
+		return runCommand(args[1:])
+	case "check":
+		return checkCommand(args[1:])
+	case "version", "--version":
+		fmt.Printf("jail %s\n", jail.Version)
+		return 0
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+		return 0
+	case "create", "exec", "shell", "ls", "logs", "stop", "kill", "rm", "image", "profile", "serve":
+		return fail("%s: not implemented yet", args[0])
+	default:
+		return fail("unknown command %q (see 'jail help')", args[0])
+	}
+}
+
+// fail prints a one-line error and returns the status for jail's own
+// failures.
+func fail(format string, args ...any) int {
+	fmt.Fprintf(os.Stderr, "jail: "+format+"\n", args...)
+	return jail.ExitSetup
+}

@@ -1,0 +1,80 @@
+// Package config describes one sandbox as its init stage realises it.
+//
+// The supervisor validates the user's request, resolves every host path and
+// decides the identity mapping; what it sends to the init over the control
+// socket is an Init value. The init trusts this description (it comes from
+// the supervisor, never from the sandboxed code) but not the filesystem it
+// points into: every path inside a root filesystem is resolved again, safely,
+// when it is used.
+package config
+
+// Init is everything the init stage needs to build and start a sandbox.
+type Init struct {
+	Rootfs   Rootfs   `json:"rootfs"`
+	Mounts   []Mount  `json:"mounts,omitempty"`
+	Hostname string   `json:"hostname"`
+	Process  Process  `json:"process"`
+	Limits   Limits   `json:"limits"`
+	Masks    []string `json:"masks,omitempty"` // extra paths to hide, beyond the built-in lists
+}
+
+// Rootfs says what the sandbox's / is made of.
+type Rootfs struct {
+	// HostTree: the host's own tree, bound read-only, with the host masks.
+	HostTree bool `json:"host_tree"`
+	// Lower is the directory used as the read-only lower layer when HostTree
+	// is false (--rootfs). Canonical host path, no symlinks.
+	Lower string `json:"lower,omitempty"`
+	// LowerDev and LowerIno identify Lower as the supervisor saw it, so a
+	// directory swapped in between is refused.
+	LowerDev uint64 `json:"lower_dev,omitempty"`
+	LowerIno uint64 `json:"lower_ino,omitempty"`
+	// ReadOnly: no writable layer over the root; only /tmp, /run, /dev/shm
+	// and /workspace can be written.
+	ReadOnly bool `json:"read_only"`
+	// Home is the writable, initially empty home directory of the sandbox
+	// user ("" for none). It replaces whatever the root has there.
+	Home string `json:"home,omitempty"`
+}
+
+// Mount is one bind mount from the host into the sandbox.
+type Mount struct {
+	// Source is the canonical host path (symlinks already resolved by the
+	// supervisor); SourceDev/SourceIno identify it as the supervisor saw it.
+	Source    string `json:"source"`
+	SourceDev uint64 `json:"source_dev"`
+	SourceIno uint64 `json:"source_ino"`
+	// Destination is an absolute, clean path inside the sandbox.
+	Destination string `json:"destination"`
+	Writable    bool   `json:"writable"`
+	// FD, when not -1, is the init's file descriptor of a detached mount
+	// (already id-mapped by the supervisor) to attach instead of binding
+	// Source.
+	FD int `json:"fd"`
+}
+
+// Process is the command the sandbox runs.
+type Process struct {
+	Args []string `json:"args"`
+	Env  []string `json:"env"`
+	Cwd  string   `json:"cwd"`
+	UID  uint32   `json:"uid"`
+	GID  uint32   `json:"gid"`
+	// SwitchUser: the init runs as sandbox root and switches to UID/GID for
+	// the command (true when jail runs as root and maps a range of ids).
+	// When false the init already runs as UID/GID.
+	SwitchUser bool `json:"switch_user"`
+	TTY        bool `json:"tty"`
+	Rows       uint16 `json:"rows,omitempty"`
+	Cols       uint16 `json:"cols,omitempty"`
+}
+
+// Limits bounds what the sandbox may consume inside its own namespaces.
+// Sizes are bytes.
+type Limits struct {
+	TmpSize   int64 `json:"tmp_size"`
+	RunSize   int64 `json:"run_size"`
+	ShmSize   int64 `json:"shm_size"`
+	UpperSize int64 `json:"upper_size"`
+	HomeSize  int64 `json:"home_size"`
+}

@@ -1,0 +1,206 @@
+// Package control is the protocol between the supervisor and a sandbox's
+// init over their private socketpair.
+//
+// Messages are length-prefixed JSON on a SOCK_STREAM unix socket; file
+// descriptors (a pty master) travel as SCM_RIGHTS with the message header.
+// The socket exists only between the two processes: the init marks it
+// close-on-exec and is non-dumpable, so the sandboxed command can neither
+// inherit it nor reach it through /proc.
+package control
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/jail-sandbox/jail/internal/config"
+)
+
+// Message kinds. The supervisor sends KindConfig then KindRelease; the init
+// answers with KindError (setup failed), KindExecError (the command could not
+// be started), KindStarted, and finally KindExit.
+const (
+	KindConfig    = "config"
+	KindRelease   = "release"
+	KindError     = "error"
+	KindExecError = "exec-error"
+	KindStarted   = "started"
+	KindExit      = "exit"
+)
+
+// maxMessage bounds one message, so a confused peer cannot make the other
+// side allocate without limit.
+const maxMessage = 64 << 20
+
+// Message is one unit of the protocol.
+type Message struct {
+	Kind   string       `json:"kind"`
+	Config *config.Init `json:"config,omitempty"`
+	// Step and Reason describe a setup error: "jail: <step>: <reason>".
+	Step   string `json:"step,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// Code is the exit status (KindExit, KindExecError); Signal the signal
+	// that killed the command, or 0.
+	Code   int `json:"code,omitempty"`
+	Signal int `json:"signal,omitempty"`
+	Pid    int `json:"pid,omitempty"`
+}
+
+// Conn is one end of the control socket.
+type Conn struct {
+	file *os.File
+}
+
+// Pair returns the two connected ends: one for the supervisor, one to hand
+// to the init as an inherited file.
+func Pair() (supervisor *Conn, init *os.File, err error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("control socketpair: %w", err)
+	}
+	return &Conn{file: os.NewFile(uintptr(fds[0]), "jail-control")}, os.NewFile(uintptr(fds[1]), "jail-control-init"), nil
+}
+
+// FromFD wraps an inherited control socket.
+func FromFD(fd int) *Conn {
+	return &Conn{file: os.NewFile(uintptr(fd), "jail-control")}
+}
+
+// Close closes this end.
+func (c *Conn) Close() error { return c.file.Close() }
+
+// Send writes one message, with files passed as SCM_RIGHTS.
+func (c *Conn) Send(m Message, files ...*os.File) error {
+	body, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("control: encode %s: %w", m.Kind, err)
+	}
+	buf := make([]byte, 4+len(body))
+	binary.LittleEndian.PutUint32(buf, uint32(len(body)))
+	copy(buf[4:], body)
+	var oob []byte
+	if len(files) > 0 {
+		fds := make([]int, len(files))
+		for i, f := range files {
+			fds[i] = int(f.Fd())
+		}
+		oob = unix.UnixRights(fds...)
+	}
+	raw, err := c.file.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var sendErr error
+	// The first sendmsg carries the header and the descriptors; the rest
+	// of a large body follows as plain writes.
+	err = raw.Write(func(fd uintptr) bool {
+		var n int
+		n, sendErr = unix.SendmsgN(int(fd), buf, oob, nil, 0)
+		if sendErr == unix.EAGAIN {
+			return false
+		}
+		if sendErr == nil {
+			buf = buf[n:]
+		}
+		return true
+	})
+	if err == nil {
+		err = sendErr
+	}
+	if err == nil && len(buf) > 0 {
+		_, err = c.file.Write(buf)
+	}
+	if err != nil {
+		return fmt.Errorf("control: send %s: %w", m.Kind, err)
+	}
+	return nil
+}
+
+// Recv reads one message and any files that came with it. io.EOF means the
+// peer closed the socket between messages.
+func (c *Conn) Recv() (Message, []*os.File, error) {
+	var m Message
+	hdr := make([]byte, 4)
+	oob := make([]byte, unix.CmsgSpace(4*4))
+	raw, err := c.file.SyscallConn()
+	if err != nil {
+		return m, nil, err
+	}
+	var n, oobn int
+	var recvErr error
+	err = raw.Read(func(fd uintptr) bool {
+		n, oobn, _, _, recvErr = unix.Recvmsg(int(fd), hdr, oob, unix.MSG_CMSG_CLOEXEC)
+		return recvErr != unix.EAGAIN
+	})
+	if err == nil {
+		err = recvErr
+	}
+	if err != nil {
+		return m, nil, fmt.Errorf("control: receive: %w", err)
+	}
+	if n == 0 {
+		return m, nil, io.EOF
+	}
+	files, err := parseRights(oob[:oobn])
+	if err != nil {
+		return m, nil, err
+	}
+	if n < 4 {
+		if _, err := io.ReadFull(c.file, hdr[n:]); err != nil {
+			closeAll(files)
+			return m, nil, fmt.Errorf("control: short header: %w", err)
+		}
+	}
+	size := binary.LittleEndian.Uint32(hdr)
+	if size > maxMessage {
+		closeAll(files)
+		return m, nil, fmt.Errorf("control: message of %d bytes is too large", size)
+	}
+	body := make([]byte, size)
+	if _, err := io.ReadFull(c.file, body); err != nil {
+		closeAll(files)
+		return m, nil, fmt.Errorf("control: short message: %w", err)
+	}
+	if err := json.Unmarshal(body, &m); err != nil {
+		closeAll(files)
+		return m, nil, fmt.Errorf("control: decode: %w", err)
+	}
+	return m, files, nil
+}
+
+func parseRights(oob []byte) ([]*os.File, error) {
+	if len(oob) == 0 {
+		return nil, nil
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil, fmt.Errorf("control: ancillary data: %w", err)
+	}
+	var files []*os.File
+	for _, msg := range msgs {
+		fds, err := unix.ParseUnixRights(&msg)
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			files = append(files, os.NewFile(uintptr(fd), "jail-passed-fd"))
+		}
+	}
+	return files, nil
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
+}
+
+// ErrClosed reports whether err means the peer went away.
+func ErrClosed(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, unix.ECONNRESET) || errors.Is(err, unix.EPIPE)
+}

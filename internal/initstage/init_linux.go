@@ -1,0 +1,350 @@
+// Package initstage is the init of a sandbox: the jail binary re-executed by
+// the supervisor inside fresh user, mount, pid, net, ipc, uts and cgroup
+// namespaces, where it is pid 1.
+//
+// Main reads the sandbox description from the control socket (fd 3), builds
+// the root filesystem, sets host name and loopback, then forks the command
+// and stays behind as its reaper: it forwards signals, reaps orphans and
+// reports how the command ended. When it exits, the kernel kills everything
+// left in the pid namespace; when the supervisor dies, PR_SET_PDEATHSIG kills
+// the init.
+//
+// Invariants: the init is non-dumpable from its first instruction, so the
+// command (which shares its uid) cannot ptrace it or open /proc/1/fd, environ
+// or exe; every descriptor but stdio is close-on-exec; and the command is
+// forked from one dedicated OS thread whose privileges were dropped first, in
+// the order written in spawn.
+package initstage
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/jail-sandbox/jail/internal/config"
+	"github.com/jail-sandbox/jail/internal/control"
+	"github.com/jail-sandbox/jail/netns"
+	"github.com/jail-sandbox/jail/rootfs"
+)
+
+// Arg is argv[0] of a process started as a sandbox init.
+const Arg = "jail:init"
+
+// controlFD is where the supervisor puts the control socket.
+const controlFD = 3
+
+// forwarded are the signals the init passes on to the command.
+var forwarded = []os.Signal{
+	syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
+	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGCONT,
+}
+
+// Main runs the init stage and exits with the command's status.
+func Main() {
+	// Every step below, and the fork of the command, happens on this one
+	// OS thread: privilege changes are per-thread, and the command
+	// inherits the state of the thread that forks it.
+	runtime.LockOSThread()
+	os.Exit(run())
+}
+
+// setupError is a failure before the command runs.
+type setupError struct {
+	step string
+	err  error
+}
+
+func (e *setupError) Error() string { return e.step + ": " + e.err.Error() }
+
+// execError means the command itself could not be started.
+type execError struct {
+	code   int
+	reason string
+}
+
+func (e *execError) Error() string { return e.reason }
+
+func run() int {
+	// Not reachable through /proc or ptrace by anything in the sandbox.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return 1
+	}
+	// Whatever the supervisor's own parent leaked to it, nothing but stdio
+	// may reach the command.
+	if err := unix.CloseRange(controlFD, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return 1
+	}
+	conn := control.FromFD(controlFD)
+	signals := make(chan os.Signal, 16)
+	signal.Notify(signals, forwarded...)
+
+	msg, _, err := conn.Recv()
+	if err != nil || msg.Kind != control.KindConfig || msg.Config == nil {
+		return 1
+	}
+	cfg := msg.Config
+
+	cmd, err := setup(cfg, conn)
+	if err != nil {
+		var se *setupError
+		var ee *execError
+		switch {
+		case errors.As(err, &ee):
+			_ = conn.Send(control.Message{Kind: control.KindExecError, Code: ee.code, Reason: ee.reason})
+			return ee.code
+		case errors.As(err, &se):
+			_ = conn.Send(control.Message{Kind: control.KindError, Step: se.step, Reason: se.err.Error()})
+		default:
+			_ = conn.Send(control.Message{Kind: control.KindError, Step: "init", Reason: err.Error()})
+		}
+		return 1
+	}
+
+	go func() {
+		for s := range signals {
+			_ = unix.Kill(cmd, s.(syscall.Signal))
+		}
+	}()
+	code, sig := reap(cmd)
+	_ = conn.Send(control.Message{Kind: control.KindExit, Code: code, Signal: sig})
+	return code
+}
+
+// setup builds the sandbox and starts the command; it returns its pid.
+func setup(cfg *config.Init, conn *control.Conn) (int, error) {
+	if err := rootfs.Build(cfg); err != nil {
+		var se *rootfs.StepError
+		if errors.As(err, &se) {
+			return 0, &setupError{step: se.Step, err: se.Err}
+		}
+		return 0, &setupError{step: "root filesystem", err: err}
+	}
+	if err := unix.Sethostname([]byte(cfg.Hostname)); err != nil {
+		return 0, &setupError{step: "set host name", err: err}
+	}
+	if err := netns.LoopbackUp(); err != nil {
+		return 0, &setupError{step: "network", err: err}
+	}
+
+	stdio := []uintptr{0, 1, 2}
+	var master *os.File
+	if cfg.Process.TTY {
+		var slave *os.File
+		var err error
+		master, slave, err = openPty(cfg.Process.Rows, cfg.Process.Cols)
+		if err != nil {
+			return 0, &setupError{step: "terminal", err: err}
+		}
+		defer master.Close()
+		defer slave.Close()
+		stdio = []uintptr{slave.Fd(), slave.Fd(), slave.Fd()}
+	}
+
+	// The supervisor releases the command once everything outside the
+	// sandbox (its cgroup placement) is in place.
+	msg, _, err := conn.Recv()
+	if err != nil || msg.Kind != control.KindRelease {
+		return 0, &setupError{step: "wait for release", err: fmt.Errorf("supervisor went away")}
+	}
+
+	pid, err := spawn(&cfg.Process, stdio)
+	if err != nil {
+		return 0, err
+	}
+	started := control.Message{Kind: control.KindStarted, Pid: pid}
+	if master != nil {
+		err = conn.Send(started, master)
+	} else {
+		err = conn.Send(started)
+	}
+	if err != nil {
+		return 0, &setupError{step: "report start", err: err}
+	}
+	return pid, nil
+}
+
+// spawn starts the command from this thread after dropping, in this order,
+// everything the command must not have. The init keeps its own privileges on
+// its other threads: it still has to reap and report.
+func spawn(p *config.Process, stdio []uintptr) (int, error) {
+	path, err := lookPath(p.Args[0], envValue(p.Env, "PATH"))
+	if err != nil {
+		return 0, err
+	}
+	if st, err := os.Stat(p.Cwd); err != nil || !st.IsDir() {
+		return 0, &setupError{step: "workdir " + p.Cwd, err: errors.New("no such directory in the sandbox")}
+	}
+
+	// 1. Capabilities: empty the bounding set, so no exec can ever grant
+	// any; clear ambient and inheritable. Permitted and effective stay
+	// until the exec (they let the child switch user) and the exec then
+	// computes them as empty.
+	if err := dropCapabilities(); err != nil {
+		return 0, &setupError{step: "drop capabilities", err: err}
+	}
+	// 2. No exec may grant privileges (setuid bits, file capabilities).
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return 0, &setupError{step: "no_new_privs", err: err}
+	}
+	// 3. The seccomp filter is loaded here, last (issue 4).
+
+	attr := &syscall.ProcAttr{
+		Dir:   p.Cwd,
+		Env:   p.Env,
+		Files: stdio,
+		Sys: &syscall.SysProcAttr{
+			Setsid:  true,
+			Setctty: p.TTY,
+			Ctty:    0,
+		},
+	}
+	if p.SwitchUser {
+		attr.Sys.Credential = &syscall.Credential{Uid: p.UID, Gid: p.GID, Groups: []uint32{}}
+	}
+	pid, err := syscall.ForkExec(path, p.Args, attr)
+	if err != nil {
+		return 0, execFailure(p.Args[0], err)
+	}
+	return pid, nil
+}
+
+func dropCapabilities() error {
+	last := 40
+	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			last = n
+		}
+	}
+	for c := 0; c <= last; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
+			return fmt.Errorf("bounding set: %w", err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return fmt.Errorf("ambient set: %w", err)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capget: %w", err)
+	}
+	data[0].Inheritable, data[1].Inheritable = 0, 0
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capset: %w", err)
+	}
+	return nil
+}
+
+// reap waits for the command, reaping every orphan in the meantime, and
+// returns its exit status as jail reports it.
+func reap(cmd int) (code, sig int) {
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, 0, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return 1, 0
+		}
+		if pid != cmd {
+			continue
+		}
+		switch {
+		case ws.Exited():
+			return ws.ExitStatus(), 0
+		case ws.Signaled():
+			return 128 + int(ws.Signal()), int(ws.Signal())
+		}
+	}
+}
+
+// openPty allocates a terminal in the sandbox's own devpts.
+func openPty(rows, cols uint16) (master, slave *os.File, err error) {
+	m, err := unix.Open("/dev/pts/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	master = os.NewFile(uintptr(m), "pty-master")
+	if err := unix.IoctlSetPointerInt(m, unix.TIOCSPTLCK, 0); err != nil {
+		master.Close()
+		return nil, nil, fmt.Errorf("unlock pty: %w", err)
+	}
+	// TIOCGPTPEER opens the peer through the master itself, not by a path
+	// that something could have replaced.
+	s, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(m), unix.TIOCGPTPEER, uintptr(unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC))
+	if errno != 0 {
+		master.Close()
+		return nil, nil, fmt.Errorf("open pty peer: %w", errno)
+	}
+	slave = os.NewFile(s, "pty-slave")
+	if rows > 0 && cols > 0 {
+		_ = unix.IoctlSetWinsize(m, unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols})
+	}
+	return master, slave, nil
+}
+
+// lookPath finds the command as a shell would, with the sandbox's PATH.
+func lookPath(name, path string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, checkExecutable(name, name)
+	}
+	if path == "" {
+		path = "/usr/local/bin:/usr/bin:/bin"
+	}
+	denied := ""
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		candidate := filepath.Join(dir, name)
+		err := checkExecutable(name, candidate)
+		if err == nil {
+			return candidate, nil
+		}
+		var ee *execError
+		if errors.As(err, &ee) && ee.code == 126 && denied == "" {
+			denied = candidate
+		}
+	}
+	if denied != "" {
+		return "", &execError{code: 126, reason: fmt.Sprintf("exec %s: %s: permission denied", name, denied)}
+	}
+	return "", &execError{code: 127, reason: fmt.Sprintf("exec %s: command not found", name)}
+}
+
+func checkExecutable(name, path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return &execError{code: 127, reason: fmt.Sprintf("exec %s: no such file or directory", name)}
+	}
+	if st.IsDir() || st.Mode()&0o111 == 0 {
+		return &execError{code: 126, reason: fmt.Sprintf("exec %s: permission denied", name)}
+	}
+	return nil
+}
+
+func execFailure(name string, err error) error {
+	code := 126
+	if errors.Is(err, unix.ENOENT) {
+		code = 127
+	}
+	return &execError{code: code, reason: fmt.Sprintf("exec %s: %v", name, err)}
+}
+
+func envValue(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], key+"="); ok {
+			return v
+		}
+	}
+	return ""
+}

@@ -1,0 +1,158 @@
+// Package jail runs commands in Linux sandboxes: fresh user, mount, pid, net,
+// ipc, uts and cgroup namespaces, a read-only root filesystem with host
+// secrets masked, no capabilities and no_new_privs. It needs no daemon and
+// works for root and for ordinary users alike.
+//
+// A program that embeds jail must call Init first thing in main: a sandbox's
+// init is a re-executed stage of the same binary.
+//
+//	func main() {
+//		jail.Init()
+//		res, err := jail.Run(ctx, jail.Spec{Command: []string{"python3", "-c", "print(1)"}, Stdout: os.Stdout})
+//		...
+//	}
+//
+// Run returns a *SetupError when jail itself could not build or start the
+// sandbox (exit status 125 in the CLI), an *ExecError when the command could
+// not be executed (126) or found (127), and otherwise a nil error and the
+// Result of the command, whatever its own exit status.
+package jail
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+)
+
+// Version is the version of jail.
+const Version = "0.1.0"
+
+// Exit statuses that jail itself gives, beside the command's own.
+const (
+	ExitTimeout       = 124
+	ExitSetup         = 125
+	ExitNotExecutable = 126
+	ExitNotFound      = 127
+)
+
+// Spec describes one sandboxed command: the RUN OPTIONS of the CLI.
+type Spec struct {
+	// Command is the program and its arguments.
+	Command []string
+	// Image is a root filesystem from the local image store (not yet
+	// supported).
+	Image string
+	// Rootfs is a directory used as the read-only lower layer of the root,
+	// with a private writable layer on top unless ReadOnly. Empty means
+	// the host's own tree, read-only.
+	Rootfs string
+	// Profile names the policy (seccomp, limits); "" means "default".
+	Profile string
+	// Memory in bytes (0: 512 MiB), CPUs in cores (0: 1), Pids (0: 256).
+	Memory int64
+	CPUs   float64
+	Pids   int
+	// Timeout kills the whole sandbox after this wall-clock time (0: none).
+	Timeout time.Duration
+	// Net is "" or "none": only a loopback interface.
+	Net string
+	// Workspace is a host directory bound read-write at /workspace, which
+	// becomes the working directory.
+	Workspace string
+	// Mounts are extra bind mounts from the host.
+	Mounts []Mount
+	// Env holds K=V entries added to the sandbox's minimal environment.
+	Env []string
+	// Secrets are logical secret names (not yet supported).
+	Secrets []string
+	// User is "UID[:GID]" inside the sandbox; "" means 0:0.
+	User string
+	// Workdir is the working directory inside; Hostname the host name.
+	Workdir  string
+	Hostname string
+	// ReadOnly: no writable layer over the root filesystem.
+	ReadOnly bool
+	// TTY runs the command on a pseudo-terminal: Stdin is copied to it,
+	// its output to Stdout (stderr is the same terminal).
+	TTY        bool
+	WindowSize *WindowSize
+	// Resize delivers new terminal sizes while a TTY command runs.
+	Resize <-chan WindowSize
+	// Signals delivers signals to forward to the command.
+	Signals <-chan os.Signal
+	// Capture keeps the output in the Result (at most OutputLimit bytes
+	// per stream, 0 meaning 1 MiB), in addition to streaming it.
+	Capture     bool
+	OutputLimit int64
+	// Labels are free-form metadata for the caller.
+	Labels map[string]string
+	// Stdin, Stdout and Stderr connect the command; nil means nothing.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+}
+
+// Mount is a bind mount of a host path into the sandbox.
+type Mount struct {
+	Source      string
+	Destination string
+	Writable    bool
+}
+
+// WindowSize is a terminal's size in characters.
+type WindowSize struct {
+	Rows, Cols uint16
+}
+
+// Result is how a sandboxed command ended. Its JSON form is the result
+// object of the CLI's --json and the HTTP API.
+type Result struct {
+	Stdout          string `json:"stdout"`
+	Stderr          string `json:"stderr"`
+	ExitCode        int    `json:"exit_code"`
+	Signal          int    `json:"signal"`
+	TimedOut        bool   `json:"timed_out"`
+	OOMKilled       bool   `json:"oom_killed"`
+	Truncated       bool   `json:"truncated"`
+	WallMS          int64  `json:"wall_ms"`
+	CPUMS           int64  `json:"cpu_ms"`
+	PeakMemoryBytes int64  `json:"peak_memory_bytes"`
+}
+
+// SetupError means jail could not build or start the sandbox; nothing of the
+// command ran.
+type SetupError struct {
+	Step string
+	Err  error
+}
+
+func (e *SetupError) Error() string { return e.Step + ": " + e.Err.Error() }
+func (e *SetupError) Unwrap() error { return e.Err }
+
+// ExecError means the sandbox was built but the command could not be
+// executed: Code is 127 when it was not found, 126 otherwise.
+type ExecError struct {
+	Code   int
+	Reason string
+}
+
+func (e *ExecError) Error() string { return e.Reason }
+
+// ExitCode is the status the CLI exits with for err: the ExecError's code,
+// 125 for any other error, or 0 for none.
+func ExitCode(err error) int {
+	var ee *ExecError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.Code
+	default:
+		return ExitSetup
+	}
+}
+
+func invalid(step, format string, args ...any) error {
+	return &SetupError{Step: step, Err: fmt.Errorf(format, args...)}
+}

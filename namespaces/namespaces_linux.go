@@ -1,0 +1,166 @@
+// Package namespaces decides which namespaces a sandbox gets and how its
+// user and group ids map onto the host.
+//
+// Invariant: sandbox root is never host root. When jail runs as root, the
+// sandbox's ids 0..65535 map onto an unprivileged host range (HostRangeStart
+// upwards), so host files that are not world-readable stay unreadable and
+// nothing the sandbox creates on a shared path is owned by a real host user.
+// When an ordinary user runs jail, the one sandbox id in use maps onto that
+// user: the sandbox can never act as anyone the caller could not.
+package namespaces
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// CloneFlags are the namespaces every sandbox gets. The cgroup namespace
+// hides the host's cgroup tree (a rootless writable cgroupfs was an escape,
+// CVE-2023-25809).
+const CloneFlags = unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |
+	unix.CLONE_NEWNET | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP
+
+// HostRangeStart is the first host id of the range that sandbox ids map to
+// when jail runs as root; HostRangeSize ids follow it. The range is far above
+// any id a distribution hands out to users or to subordinate-id ranges.
+const (
+	HostRangeStart = 2000000000
+	HostRangeSize  = 65536
+)
+
+// Identity is how one sandbox's ids relate to the host's.
+type Identity struct {
+	// Rootless is true when the caller is not host root.
+	Rootless bool
+	UIDMap   []syscall.SysProcIDMap
+	GIDMap   []syscall.SysProcIDMap
+	// User and Group are the ids the command runs as, inside.
+	User, Group uint32
+	// InitUID and InitGID are the ids the init runs as, inside: sandbox
+	// root when jail runs as root, otherwise the command's own ids.
+	InitUID, InitGID uint32
+}
+
+// ForCaller returns the identity for a sandbox whose command runs as
+// user:group inside, started by the current process.
+func ForCaller(user, group uint32) (Identity, error) {
+	if os.Geteuid() == 0 {
+		if user >= HostRangeSize || group >= HostRangeSize {
+			return Identity{}, fmt.Errorf("--user %d:%d: ids must be below %d when jail runs as root", user, group, HostRangeSize)
+		}
+		return Identity{
+			UIDMap: []syscall.SysProcIDMap{{ContainerID: 0, HostID: HostRangeStart, Size: HostRangeSize}},
+			GIDMap: []syscall.SysProcIDMap{{ContainerID: 0, HostID: HostRangeStart, Size: HostRangeSize}},
+			User:   user, Group: group,
+		}, nil
+	}
+	// Rootless: the caller's own ids are the only ones we may map, so the
+	// sandbox identity is exactly the requested pair, mapped onto them.
+	if user == 0xFFFFFFFF || group == 0xFFFFFFFF {
+		return Identity{}, fmt.Errorf("--user: id %d is reserved", uint32(0xFFFFFFFF))
+	}
+	return Identity{
+		Rootless: true,
+		UIDMap:   []syscall.SysProcIDMap{{ContainerID: int(user), HostID: os.Geteuid(), Size: 1}},
+		GIDMap:   []syscall.SysProcIDMap{{ContainerID: int(group), HostID: os.Getegid(), Size: 1}},
+		User:     user, Group: group,
+		InitUID: user, InitGID: group,
+	}, nil
+}
+
+// HostUID returns the host uid that sandbox uid id maps to, and whether it is
+// mapped at all.
+func (id Identity) HostUID(uid uint32) (int, bool) { return lookup(id.UIDMap, uid) }
+
+// HostGID is HostUID for group ids.
+func (id Identity) HostGID(gid uint32) (int, bool) { return lookup(id.GIDMap, gid) }
+
+func lookup(m []syscall.SysProcIDMap, in uint32) (int, bool) {
+	for _, e := range m {
+		if int(in) >= e.ContainerID && int(in) < e.ContainerID+e.Size {
+			return e.HostID + int(in) - e.ContainerID, true
+		}
+	}
+	return 0, false
+}
+
+// initCaps are the capabilities a rootless init needs when it does not run as
+// sandbox root (its caps would otherwise be cleared at exec): mounts,
+// pivot_root, bringing up lo, and emptying the bounding set.
+var initCaps = []uintptr{
+	unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP, unix.CAP_NET_ADMIN, unix.CAP_SYS_CHROOT,
+	unix.CAP_DAC_OVERRIDE, unix.CAP_DAC_READ_SEARCH, unix.CAP_FOWNER, unix.CAP_CHOWN,
+	unix.CAP_SETUID, unix.CAP_SETGID,
+}
+
+// SysProcAttr returns the process attributes that start an init in fresh
+// namespaces under this identity. The init dies with its parent.
+func (id Identity) SysProcAttr() *syscall.SysProcAttr {
+	attr := &syscall.SysProcAttr{
+		Cloneflags:  CloneFlags,
+		UidMappings: id.UIDMap,
+		GidMappings: id.GIDMap,
+		// Rootless: setgroups must be denied before an unprivileged
+		// process may write gid_map. As root we keep it, so the command's
+		// supplementary groups can be cleared.
+		GidMappingsEnableSetgroups: !id.Rootless,
+		Pdeathsig:                  syscall.SIGKILL,
+		// A session of its own: a terminal's ^C reaches jail, which
+		// forwards it once, instead of reaching the sandbox directly.
+		Setsid: true,
+	}
+	if id.Rootless {
+		if id.InitUID != 0 {
+			attr.AmbientCaps = initCaps
+		}
+	} else {
+		// Become sandbox root inside the new namespace: host root is not
+		// mapped there, and an unmapped process loses its capabilities
+		// at exec.
+		attr.Credential = &syscall.Credential{Uid: 0, Gid: 0}
+	}
+	return attr
+}
+
+// MappingUserns returns a user namespace (as an open nsfs file) with the
+// given mappings, for id-mapped mounts. It briefly starts a holder process
+// (self with argv[0] HolderArg) that owns the namespace until the file is
+// open. Only host root can use the result with mount_setattr.
+func MappingUserns(uidMap, gidMap []syscall.SysProcIDMap) (*os.File, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("id-mapping namespace: %w", err)
+	}
+	holder := &exec.Cmd{
+		Path: self,
+		Args: []string{HolderArg},
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags:  unix.CLONE_NEWUSER,
+			UidMappings: uidMap,
+			GidMappings: gidMap,
+			Pdeathsig:   syscall.SIGKILL,
+		},
+	}
+	if err := holder.Start(); err != nil {
+		return nil, fmt.Errorf("id-mapping namespace: %w", err)
+	}
+	defer func() {
+		_ = holder.Process.Kill()
+		_ = holder.Wait()
+	}()
+	// Start returns once the holder has exec'd: its namespace and
+	// mappings exist now, whatever its runtime is still doing.
+	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", holder.Process.Pid))
+	if err != nil {
+		return nil, fmt.Errorf("id-mapping namespace: %w", err)
+	}
+	return ns, nil
+}
+
+// HolderArg is argv[0] of the process MappingUserns starts. The program's
+// init hook recognises it and waits to be killed.
+const HolderArg = "jail:userns-holder"

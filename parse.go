@@ -1,0 +1,81 @@
+package jail
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// ParseSize reads a size: a number of bytes, or with a binary suffix K, M or
+// G (KiB, MiB, GiB). A trailing "B" or "iB" is accepted ("512MiB").
+func ParseSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "B"), "i")
+	mult := int64(1)
+	if n := len(t); n > 0 {
+		switch t[n-1] {
+		case 'k', 'K':
+			mult = 1 << 10
+		case 'm', 'M':
+			mult = 1 << 20
+		case 'g', 'G':
+			mult = 1 << 30
+		}
+		if mult != 1 {
+			t = t[:n-1]
+		}
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) || t == "" {
+		return 0, fmt.Errorf("%q is not a size (e.g. 512M, 2G, 1048576)", s)
+	}
+	bytes := v * float64(mult)
+	if bytes > math.MaxInt64/2 {
+		return 0, fmt.Errorf("%q is too large", s)
+	}
+	return int64(bytes), nil
+}
+
+// ParseMount reads SRC:DST[:ro|:rw]. Paths containing ':' are not supported.
+func ParseMount(s string) (Mount, error) {
+	parts := strings.Split(s, ":")
+	var m Mount
+	switch len(parts) {
+	case 2:
+	case 3:
+		switch parts[2] {
+		case "ro":
+		case "rw":
+			m.Writable = true
+		default:
+			return m, fmt.Errorf("%q: mode must be ro or rw", s)
+		}
+	default:
+		return m, fmt.Errorf("%q is not SRC:DST[:ro|:rw]", s)
+	}
+	if parts[0] == "" || parts[1] == "" {
+		return m, fmt.Errorf("%q is not SRC:DST[:ro|:rw]", s)
+	}
+	m.Source, m.Destination = parts[0], parts[1]
+	return m, nil
+}
+
+// parseUser reads UID[:GID]; GID defaults to UID.
+func parseUser(s string) (uid, gid uint32, err error) {
+	if s == "" {
+		return 0, 0, nil
+	}
+	u, g, hasGroup := strings.Cut(s, ":")
+	uv, err := strconv.ParseUint(u, 10, 32)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%q: UID must be a number", s)
+	}
+	gv := uv
+	if hasGroup {
+		if gv, err = strconv.ParseUint(g, 10, 32); err != nil {
+			return 0, 0, fmt.Errorf("%q: GID must be a number", s)
+		}
+	}
+	return uint32(uv), uint32(gv), nil
+}

@@ -1,0 +1,340 @@
+package jail
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/jail-sandbox/jail/internal/config"
+	"github.com/jail-sandbox/jail/namespaces"
+	"github.com/jail-sandbox/jail/rootfs"
+)
+
+// Defaults of the RUN OPTIONS and of the writable space (the latter become
+// profile settings with issue 4).
+const (
+	defaultMemory      = 512 << 20
+	defaultCPUs        = 1
+	defaultPids        = 256
+	defaultOutputLimit = 1 << 20
+	defaultHostname    = "jail"
+	defaultPath        = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+	scratchSize = 512 << 20 // /tmp, /var/tmp, home, the writable root layer
+	runSize     = 16 << 20
+	shmSize     = 64 << 20
+)
+
+// Bounds on what a caller may pass; past them the kernel would refuse the
+// exec, or the request is not what anyone means.
+const (
+	maxArgBytes   = 128 << 10 // MAX_ARG_STRLEN: one argument or K=V
+	maxTotalBytes = 1 << 20   // all arguments and environment
+	maxEnvKey     = 255
+	maxHostname   = 64
+	maxMounts     = 64
+)
+
+var (
+	envKeyPattern   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]*$`)
+	hostnamePattern = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$`)
+)
+
+// plan is a validated Spec turned into what the init needs, plus the host
+// objects the supervisor opened for it.
+type plan struct {
+	cfg config.Init
+	id  namespaces.Identity
+	// files are handed to the init after the control socket, as fd 4...
+	files []*os.File
+}
+
+func (p *plan) close() {
+	for _, f := range p.files {
+		f.Close()
+	}
+}
+
+// prepare validates spec and resolves it. It changes nothing on the host.
+func prepare(spec *Spec) (*plan, error) {
+	if len(spec.Command) == 0 {
+		if spec.Image != "" {
+			return nil, invalid("--image", "images are not supported yet")
+		}
+		return nil, invalid("run", "no command given")
+	}
+	if spec.Image != "" {
+		return nil, invalid("--image", "images are not supported yet")
+	}
+	if spec.Profile != "" && spec.Profile != "default" {
+		return nil, invalid("profile "+spec.Profile, "unknown profile (known: default)")
+	}
+	if spec.Net != "" && spec.Net != "none" {
+		return nil, invalid("--net", "%q is not supported yet (only none)", spec.Net)
+	}
+	if len(spec.Secrets) > 0 {
+		return nil, invalid("--secret", "secrets are not supported yet")
+	}
+	if spec.Memory < 0 || (spec.Memory > 0 && spec.Memory < 4<<20) {
+		return nil, invalid("--memory", "%d bytes: must be at least 4M", spec.Memory)
+	}
+	if spec.CPUs < 0 || spec.CPUs > 1024 {
+		return nil, invalid("--cpus", "%g: must be between 0.01 and 1024", spec.CPUs)
+	}
+	if spec.Pids < 0 {
+		return nil, invalid("--pids", "%d: must be positive", spec.Pids)
+	}
+	if spec.Timeout < 0 {
+		return nil, invalid("--timeout", "%s: must be positive", spec.Timeout)
+	}
+	if spec.OutputLimit < 0 {
+		return nil, invalid("--output-limit", "%d: must be positive", spec.OutputLimit)
+	}
+
+	uid, gid, err := parseUser(spec.User)
+	if err != nil {
+		return nil, invalid("--user", "%v", err)
+	}
+	id, err := namespaces.ForCaller(uid, gid)
+	if err != nil {
+		return nil, invalid("--user", "%v", err)
+	}
+	p := &plan{id: id}
+	ok := false
+	defer func() {
+		if !ok {
+			p.close()
+		}
+	}()
+
+	hostname := spec.Hostname
+	if hostname == "" {
+		hostname = defaultHostname
+	}
+	if len(hostname) > maxHostname || !hostnamePattern.MatchString(hostname) {
+		return nil, invalid("--hostname", "%q: must be 1 to %d letters, digits, '-' or '.'", truncate(hostname), maxHostname)
+	}
+
+	home := "/tmp"
+	if uid == 0 {
+		home = "/root"
+	}
+	env, err := buildEnv(spec, home)
+	if err != nil {
+		return nil, err
+	}
+	total := 0
+	for _, a := range spec.Command {
+		if len(a) > maxArgBytes || strings.IndexByte(a, 0) >= 0 {
+			return nil, invalid("command", "an argument is longer than %d bytes or holds a NUL byte", maxArgBytes)
+		}
+		total += len(a) + 1
+	}
+	for _, e := range env {
+		total += len(e) + 1
+	}
+	if total > maxTotalBytes {
+		return nil, invalid("command", "arguments and environment exceed %d bytes", maxTotalBytes)
+	}
+
+	p.cfg = config.Init{
+		Hostname: hostname,
+		Rootfs:   config.Rootfs{ReadOnly: spec.ReadOnly},
+		Limits: config.Limits{
+			TmpSize: scratchSize, RunSize: runSize, ShmSize: shmSize,
+			UpperSize: scratchSize, HomeSize: scratchSize,
+		},
+		Process: config.Process{
+			Args: spec.Command, Env: env, Cwd: "/",
+			UID: uid, GID: gid, SwitchUser: !id.Rootless,
+			TTY: spec.TTY,
+		},
+	}
+	if uid == 0 {
+		p.cfg.Rootfs.Home = home
+	}
+	if spec.TTY && spec.WindowSize != nil {
+		p.cfg.Process.Rows, p.cfg.Process.Cols = spec.WindowSize.Rows, spec.WindowSize.Cols
+	}
+
+	if spec.Rootfs == "" {
+		p.cfg.Rootfs.HostTree = true
+	} else {
+		path, st, err := resolveHostPath(spec.Rootfs)
+		if err != nil {
+			return nil, invalid("--rootfs "+spec.Rootfs, "%v", err)
+		}
+		if !st.IsDir() {
+			return nil, invalid("--rootfs "+spec.Rootfs, "not a directory")
+		}
+		sys := st.Sys().(*syscall.Stat_t)
+		p.cfg.Rootfs.Lower, p.cfg.Rootfs.LowerDev, p.cfg.Rootfs.LowerIno = path, uint64(sys.Dev), sys.Ino
+	}
+
+	mounts := spec.Mounts
+	if spec.Workspace != "" {
+		mounts = append([]Mount{{Source: spec.Workspace, Destination: "/workspace", Writable: true}}, mounts...)
+		p.cfg.Process.Cwd = "/workspace"
+	}
+	if len(mounts) > maxMounts {
+		return nil, invalid("--mount", "more than %d mounts", maxMounts)
+	}
+	callerHome, _ := os.UserHomeDir()
+	mapped := map[[2]int]*os.File{}
+	defer func() {
+		for _, ns := range mapped {
+			ns.Close()
+		}
+	}()
+	for _, m := range mounts {
+		flag := "--mount " + m.Source
+		if m.Destination == "/workspace" && m.Source == spec.Workspace {
+			flag = "--workspace " + m.Source
+		}
+		cm, err := p.mount(m, callerHome, mapped)
+		if err != nil {
+			return nil, invalid(flag, "%v", err)
+		}
+		p.cfg.Mounts = append(p.cfg.Mounts, cm)
+	}
+
+	if spec.Workdir != "" {
+		if !filepath.IsAbs(spec.Workdir) || len(spec.Workdir) > 4095 {
+			return nil, invalid("--workdir", "%q is not an absolute path", truncate(spec.Workdir))
+		}
+		p.cfg.Process.Cwd = filepath.Clean(spec.Workdir)
+	}
+	ok = true
+	return p, nil
+}
+
+// mount validates one bind mount and, as root, prepares an id-mapped clone of
+// a writable source so the sandbox's writes land as the directory's owner.
+func (p *plan) mount(m Mount, callerHome string, mapped map[[2]int]*os.File) (config.Mount, error) {
+	if !filepath.IsAbs(m.Source) {
+		return config.Mount{}, fmt.Errorf("source must be an absolute path")
+	}
+	if err := rootfs.CheckDestination(m.Destination); err != nil {
+		return config.Mount{}, err
+	}
+	// Checked as written and as resolved: a link may hide either way.
+	if err := rootfs.CheckMountSource(filepath.Clean(m.Source), callerHome); err != nil {
+		return config.Mount{}, fmt.Errorf("refused: %v", err)
+	}
+	path, st, err := resolveHostPath(m.Source)
+	if err != nil {
+		return config.Mount{}, err
+	}
+	if err := rootfs.CheckMountSource(path, callerHome); err != nil {
+		return config.Mount{}, fmt.Errorf("refused: %v", err)
+	}
+	sys := st.Sys().(*syscall.Stat_t)
+	cm := config.Mount{
+		Source: path, SourceDev: uint64(sys.Dev), SourceIno: sys.Ino,
+		Destination: filepath.Clean(m.Destination), Writable: m.Writable, FD: -1,
+	}
+	if !m.Writable || p.id.Rootless {
+		// Rootless, the sandbox user is the caller: writes already belong
+		// to the caller on the host.
+		return cm, nil
+	}
+	hostUID, _ := p.id.HostUID(p.cfg.Process.UID)
+	hostGID, _ := p.id.HostGID(p.cfg.Process.GID)
+	key := [2]int{int(sys.Uid), int(sys.Gid)}
+	ns := mapped[key]
+	if ns == nil {
+		ns, err = namespaces.MappingUserns(
+			[]syscall.SysProcIDMap{{ContainerID: int(sys.Uid), HostID: hostUID, Size: 1}},
+			[]syscall.SysProcIDMap{{ContainerID: int(sys.Gid), HostID: hostGID, Size: 1}})
+		if err != nil {
+			return config.Mount{}, err
+		}
+		mapped[key] = ns
+	}
+	tree, err := unix.OpenTree(unix.AT_FDCWD, path, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return config.Mount{}, fmt.Errorf("clone mount: %w", err)
+	}
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV, Userns_fd: uint64(ns.Fd())}
+	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+		unix.Close(tree)
+		return config.Mount{}, fmt.Errorf("id-mapped mount (needed so files belong to the directory's owner): %w", err)
+	}
+	p.files = append(p.files, os.NewFile(uintptr(tree), path))
+	cm.FD = 3 + len(p.files) // fd 3 is the control socket
+	return cm, nil
+}
+
+// resolveHostPath makes path canonical (every symlink resolved, so the init
+// can refuse any symlink it meets) and stats it.
+func resolveHostPath(path string) (string, os.FileInfo, error) {
+	if len(path) > 4095 {
+		return "", nil, fmt.Errorf("path is longer than 4095 bytes")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", nil, err
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return "", nil, fmt.Errorf("no such file or directory")
+		}
+		return "", nil, err
+	}
+	st, err := os.Stat(real)
+	if err != nil {
+		return "", nil, err
+	}
+	return real, st, nil
+}
+
+// buildEnv returns the sandbox's environment: PATH, HOME, LANG (TERM with a
+// tty), then the caller's additions, later entries replacing earlier ones.
+func buildEnv(spec *Spec, home string) ([]string, error) {
+	env := []string{"PATH=" + defaultPath, "HOME=" + home, "LANG=C.UTF-8"}
+	if spec.TTY {
+		term := os.Getenv("TERM")
+		if term == "" {
+			term = "xterm"
+		}
+		env = append(env, "TERM="+term)
+	}
+	index := map[string]int{}
+	for i, e := range env {
+		k, _, _ := strings.Cut(e, "=")
+		index[k] = i
+	}
+	for _, e := range spec.Env {
+		k, _, hasValue := strings.Cut(e, "=")
+		if !hasValue {
+			return nil, invalid("--env "+truncate(e), "must be K=V")
+		}
+		if len(k) > maxEnvKey || !envKeyPattern.MatchString(k) {
+			return nil, invalid("--env "+truncate(k), "not a valid variable name (at most %d of A-Z a-z 0-9 _ . -)", maxEnvKey)
+		}
+		if len(e) > maxArgBytes || strings.IndexByte(e, 0) >= 0 {
+			return nil, invalid("--env "+k, "value longer than %d bytes or holds a NUL byte", maxArgBytes)
+		}
+		if i, ok := index[k]; ok {
+			env[i] = e
+			continue
+		}
+		index[k] = len(env)
+		env = append(env, e)
+	}
+	return env, nil
+}
+
+// truncate shortens user input quoted in an error message.
+func truncate(s string) string {
+	if len(s) > 64 {
+		return s[:61] + "..."
+	}
+	return s
+}

@@ -1,0 +1,614 @@
+// Package rootfs builds a sandbox's root filesystem inside the sandbox's own
+// mount namespace, then pivots into it.
+//
+// Build runs in the init, as root of the sandbox's user namespace, after
+// clone and before anything of the command exists. Its order is part of the
+// security argument:
+//
+//  1. make every mount private, so nothing propagates back to the host;
+//  2. take hold of every host object (the host tree, --rootfs, bind sources,
+//     device nodes) by file descriptor and verify it is what the supervisor
+//     checked, before anything is covered;
+//  3. build the new root on a private staging tmpfs: every bind is a
+//     detached clone whose attributes (read-only, nosuid, nodev) are set
+//     before it is attached, and every target is resolved inside the new
+//     root, so a symlink in a root filesystem can never redirect a mount;
+//  4. mask host secrets and kernel interfaces, last, so nothing a user
+//     mount adds can uncover them;
+//  5. pivot_root into the new root and detach the old one.
+//
+// Nothing is ever mounted in, created in, or left behind on the host.
+package rootfs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	pathrs "github.com/cyphar/filepath-securejoin/pathrs-lite"
+	"golang.org/x/sys/unix"
+
+	"github.com/jail-sandbox/jail/internal/config"
+)
+
+// StepError says which step of building the root failed.
+type StepError struct {
+	Step string
+	Err  error
+}
+
+func (e *StepError) Error() string { return e.Step + ": " + e.Err.Error() }
+func (e *StepError) Unwrap() error { return e.Err }
+
+func step(name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &StepError{Step: name, Err: err}
+}
+
+// stageDir is where the staging tmpfs is mounted, in the sandbox's mount
+// namespace only. Host objects below it are opened before it is covered.
+const stageDir = "/tmp"
+
+const (
+	attrRO     = unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
+	attrRW     = unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
+	flagsFresh = unix.MS_NOSUID | unix.MS_NODEV
+)
+
+// builder carries the handles of one Build.
+type builder struct {
+	cfg      *config.Init
+	root     *os.File // the new root, O_PATH
+	maskFile string   // empty unreadable file on the stage
+	maskDir  string   // empty read-only directory on the stage
+}
+
+// Build constructs the root filesystem described by cfg and makes it the
+// process's root. It must run in a fresh mount namespace.
+func Build(cfg *config.Init) error {
+	// 1. Private propagation.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return step("make mounts private", err)
+	}
+
+	// 2. Host objects, by descriptor.
+	var hostTree, lower *os.File
+	var err error
+	if cfg.Rootfs.HostTree {
+		// Opened for reading: its entries are listed.
+		hostTree, err = os.Open("/")
+		if err != nil {
+			return step("open host tree", err)
+		}
+	} else {
+		lower, err = openVerified(cfg.Rootfs.Lower, cfg.Rootfs.LowerDev, cfg.Rootfs.LowerIno)
+		if err != nil {
+			return step("open rootfs "+cfg.Rootfs.Lower, err)
+		}
+	}
+	sources := make([]*os.File, len(cfg.Mounts))
+	for i, m := range cfg.Mounts {
+		if m.FD >= 0 {
+			sources[i] = os.NewFile(uintptr(m.FD), m.Source)
+			continue
+		}
+		if sources[i], err = openVerified(m.Source, m.SourceDev, m.SourceIno); err != nil {
+			return step("open mount source "+m.Source, err)
+		}
+	}
+	devices, err := openDevices()
+	if err != nil {
+		return step("open host devices", err)
+	}
+	defer closeFiles(append(append(sources, devices...), hostTree, lower)...)
+
+	// 3. The new root, on a private stage.
+	b := &builder{cfg: cfg}
+	if err := b.stage(hostTree, lower); err != nil {
+		return err
+	}
+	defer b.root.Close()
+	if err := b.kernelFilesystems(devices); err != nil {
+		return err
+	}
+	if err := b.scratch(); err != nil {
+		return err
+	}
+	for i, m := range cfg.Mounts {
+		if err := b.bindMount(sources[i], m); err != nil {
+			return step("mount "+m.Destination, err)
+		}
+	}
+
+	// 4. Masks, last.
+	if err := b.masks(); err != nil {
+		return err
+	}
+	if cfg.Rootfs.HostTree || cfg.Rootfs.ReadOnly {
+		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+		if err := unix.MountSetattr(int(b.root.Fd()), "", unix.AT_EMPTY_PATH, &attr); err != nil {
+			return step("make root read-only", err)
+		}
+	}
+
+	// 5. Pivot.
+	return step("pivot_root", pivot(b.root))
+}
+
+// stage mounts the staging tmpfs and the new root on it.
+func (b *builder) stage(hostTree, lower *os.File) error {
+	opts := "mode=0700"
+	if b.cfg.Limits.UpperSize > 0 {
+		opts += ",size=" + strconv.FormatInt(b.cfg.Limits.UpperSize, 10)
+	}
+	if err := unix.Mount("jail-stage", stageDir, "tmpfs", flagsFresh, opts); err != nil {
+		return step("mount staging tmpfs", err)
+	}
+	b.maskFile = filepath.Join(stageDir, "mask-file")
+	b.maskDir = filepath.Join(stageDir, "mask-dir")
+	rootPath := filepath.Join(stageDir, "root")
+	for _, d := range []string{rootPath, b.maskDir} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return step("prepare stage", err)
+		}
+	}
+	if err := os.Chmod(b.maskDir, 0o555); err != nil {
+		return step("prepare stage", err)
+	}
+	if err := os.WriteFile(b.maskFile, nil, 0o000); err != nil {
+		return step("prepare stage", err)
+	}
+
+	if hostTree != nil {
+		if err := unix.Mount("jail-root", rootPath, "tmpfs", flagsFresh, "mode=0755,size=1m"); err != nil {
+			return step("mount root", err)
+		}
+	} else {
+		upper, work := filepath.Join(stageDir, "upper"), filepath.Join(stageDir, "work")
+		for _, d := range []string{upper, work} {
+			if err := os.Mkdir(d, 0o755); err != nil {
+				return step("prepare stage", err)
+			}
+		}
+		// The lower is named by descriptor: its host path may lie under
+		// the stage, which now covers it.
+		opts := fmt.Sprintf("lowerdir=/proc/self/fd/%d,upperdir=%s,workdir=%s,userxattr", lower.Fd(), upper, work)
+		if err := unix.Mount("jail-root", rootPath, "overlay", flagsFresh, opts); err != nil {
+			return step("mount overlay root", err)
+		}
+	}
+	root, err := openDir(rootPath)
+	if err != nil {
+		return step("open new root", err)
+	}
+	b.root = root
+	if hostTree != nil {
+		return b.hostTopLevel(hostTree)
+	}
+	return nil
+}
+
+// hostTopLevel fills the root tmpfs with the host's top-level entries, each
+// a read-only recursive bind, except those replaced or masked.
+func (b *builder) hostTopLevel(hostTree *os.File) error {
+	entries, err := hostTree.ReadDir(-1)
+	if err != nil {
+		return step("read host tree", err)
+	}
+	rootFD := int(b.root.Fd())
+	for _, e := range entries {
+		name := e.Name()
+		if hostTopLevelReplaced[name] {
+			if err := unix.Mkdirat(rootFD, name, 0o755); err != nil {
+				return step("create /"+name, err)
+			}
+			continue
+		}
+		switch {
+		case e.Type()&os.ModeSymlink != 0:
+			target, err := readlinkat(int(hostTree.Fd()), name)
+			if err != nil {
+				return step("read /"+name, err)
+			}
+			if err := unix.Symlinkat(target, rootFD, name); err != nil {
+				return step("create /"+name, err)
+			}
+		case e.IsDir():
+			if err := unix.Mkdirat(rootFD, name, 0o755); err != nil {
+				return step("create /"+name, err)
+			}
+			if err := b.bindHost(int(hostTree.Fd()), name, true); err != nil {
+				return step("bind /"+name, err)
+			}
+		case e.Type().IsRegular():
+			fd, err := unix.Openat(rootFD, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o444)
+			if err != nil {
+				return step("create /"+name, err)
+			}
+			unix.Close(fd)
+			if err := b.bindHost(int(hostTree.Fd()), name, false); err != nil {
+				return step("bind /"+name, err)
+			}
+		}
+	}
+	for _, name := range []string{"proc", "sys", "dev", "tmp", "run"} {
+		if err := unix.Mkdirat(rootFD, name, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+			return step("create /"+name, err)
+		}
+	}
+	return nil
+}
+
+// bindHost binds the host entry name (relative to the host root fd) onto the
+// same name in the new root, read-only.
+func (b *builder) bindHost(hostRoot int, name string, recursive bool) error {
+	target, err := pathrs.OpenatInRoot(b.root, name)
+	if err != nil {
+		return err
+	}
+	defer target.Close()
+	return attach(hostRoot, name, target, attrRO, recursive)
+}
+
+// kernelFilesystems mounts /proc, /dev and /sys.
+func (b *builder) kernelFilesystems(devices []*os.File) error {
+	proc, err := b.dir("/proc")
+	if err != nil {
+		return step("create /proc", err)
+	}
+	err = mountAt("proc", proc, "proc", flagsFresh|unix.MS_NOEXEC, "")
+	proc.Close()
+	if err != nil {
+		return step("mount /proc", err)
+	}
+
+	dev, err := b.dir("/dev")
+	if err != nil {
+		return step("create /dev", err)
+	}
+	err = mountAt("jail-dev", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k")
+	dev.Close()
+	if err != nil {
+		return step("mount /dev", err)
+	}
+	for i, d := range hostDevices {
+		target, err := b.file("/dev/" + d.name)
+		if err != nil {
+			return step("create /dev/"+d.name, err)
+		}
+		err = attach(int(devices[i].Fd()), "", target, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC, false)
+		target.Close()
+		if err != nil {
+			return step("bind /dev/"+d.name, err)
+		}
+	}
+	devDir, err := b.dir("/dev")
+	if err != nil {
+		return step("open /dev", err)
+	}
+	defer devDir.Close()
+	for name, target := range devSymlinks {
+		if err := unix.Symlinkat(target, int(devDir.Fd()), name); err != nil {
+			return step("create /dev/"+name, err)
+		}
+	}
+	for _, d := range []string{"pts", "shm", "mqueue"} {
+		if err := unix.Mkdirat(int(devDir.Fd()), d, 0o755); err != nil {
+			return step("create /dev/"+d, err)
+		}
+	}
+	pts, err := b.dir("/dev/pts")
+	if err != nil {
+		return step("open /dev/pts", err)
+	}
+	err = mountAt("devpts", pts, "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620")
+	pts.Close()
+	if err != nil {
+		return step("mount /dev/pts", err)
+	}
+	if err := b.tmpfs("/dev/shm", "1777", b.cfg.Limits.ShmSize); err != nil {
+		return err
+	}
+
+	sys, err := b.dir("/sys")
+	if err != nil {
+		return step("create /sys", err)
+	}
+	err = mountAt("sysfs", sys, "sysfs", flagsFresh|unix.MS_NOEXEC|unix.MS_RDONLY, "")
+	sys.Close()
+	if err != nil {
+		return step("mount /sys", err)
+	}
+	return nil
+}
+
+// scratch mounts the writable places: /tmp, /run, /var/tmp on the host tree,
+// and the home directory.
+func (b *builder) scratch() error {
+	if err := b.tmpfs("/tmp", "1777", b.cfg.Limits.TmpSize); err != nil {
+		return err
+	}
+	if err := b.tmpfs("/run", "0755", b.cfg.Limits.RunSize); err != nil {
+		return err
+	}
+	if b.cfg.Rootfs.HostTree {
+		if f, err := pathrs.OpenatInRoot(b.root, "/var/tmp"); err == nil {
+			f.Close()
+			if err := b.tmpfs("/var/tmp", "1777", b.cfg.Limits.TmpSize); err != nil {
+				return err
+			}
+		}
+	}
+	if home := b.cfg.Rootfs.Home; home != "" {
+		if b.cfg.Rootfs.ReadOnly {
+			return b.mask(home)
+		}
+		return b.tmpfs(home, "0700", b.cfg.Limits.HomeSize)
+	}
+	return nil
+}
+
+// tmpfs mounts a fresh tmpfs at path with the octal mode and size (bytes,
+// 0 for the kernel's default).
+func (b *builder) tmpfs(path, mode string, size int64) error {
+	target, err := b.dir(path)
+	if err != nil {
+		return step("create "+path, err)
+	}
+	defer target.Close()
+	opts := "mode=" + mode
+	if size > 0 {
+		opts += ",size=" + strconv.FormatInt(size, 10)
+	}
+	return step("mount "+path, mountAt("tmpfs", target, "tmpfs", flagsFresh, opts))
+}
+
+// bindMount attaches one user mount (--workspace, --mount).
+func (b *builder) bindMount(src *os.File, m config.Mount) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(src.Fd()), &st); err != nil {
+		return err
+	}
+	var target *os.File
+	var err error
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		target, err = b.dir(m.Destination)
+	} else {
+		target, err = b.file(m.Destination)
+	}
+	if err != nil {
+		return fmt.Errorf("create mountpoint: %w", err)
+	}
+	defer target.Close()
+	attrs := uint64(attrRO)
+	if m.Writable {
+		attrs = attrRW
+	}
+	if m.FD >= 0 {
+		// Already a detached, id-mapped clone made by the supervisor.
+		return unix.MoveMount(int(src.Fd()), "", int(target.Fd()), "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
+	}
+	return attach(int(src.Fd()), "", target, attrs, true)
+}
+
+// masks hides host secrets and kernel interfaces.
+func (b *builder) masks() error {
+	paths := append([]string{}, kernelMasked...)
+	if b.cfg.Rootfs.HostTree {
+		paths = append(paths, hostMasked...)
+		for _, g := range hostMaskedGlobs {
+			matches, _ := filepath.Glob(g)
+			paths = append(paths, matches...)
+		}
+	}
+	for _, p := range append(paths, b.cfg.Masks...) {
+		if err := b.mask(p); err != nil {
+			return err
+		}
+	}
+	for _, p := range procReadOnly {
+		target, err := pathrs.OpenatInRoot(b.root, p)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return step("open "+p, err)
+		}
+		err = attach(int(target.Fd()), "", target, attrRO|unix.MOUNT_ATTR_NOEXEC, true)
+		target.Close()
+		if err != nil {
+			return step("make "+p+" read-only", err)
+		}
+	}
+	return nil
+}
+
+// mask covers an existing path: a directory with the empty read-only
+// directory, anything else with the empty unreadable file. A path that does
+// not exist needs no mask.
+func (b *builder) mask(path string) error {
+	target, err := pathrs.OpenatInRoot(b.root, path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return step("mask "+path, err)
+	}
+	defer target.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(target.Fd()), &st); err != nil {
+		return step("mask "+path, err)
+	}
+	src := b.maskFile
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		src = b.maskDir
+	}
+	return step("mask "+path, attach(unix.AT_FDCWD, src, target, attrRO|unix.MOUNT_ATTR_NOEXEC, false))
+}
+
+// dir resolves path inside the new root, creating missing directories.
+func (b *builder) dir(path string) (*os.File, error) {
+	return pathrs.MkdirAllHandle(b.root, path, 0o755)
+}
+
+// file resolves path inside the new root as a file to mount on, creating it
+// (and its parents) if missing.
+func (b *builder) file(path string) (*os.File, error) {
+	if f, err := pathrs.OpenatInRoot(b.root, path); err == nil {
+		return f, nil
+	}
+	parent, err := pathrs.MkdirAllHandle(b.root, filepath.Dir(path), 0o755)
+	if err != nil {
+		return nil, err
+	}
+	defer parent.Close()
+	name := filepath.Base(path)
+	fd, err := unix.Openat(int(parent.Fd()), name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	if err != nil && !errors.Is(err, unix.EEXIST) {
+		return nil, err
+	}
+	if err == nil {
+		unix.Close(fd)
+	}
+	return pathrs.OpenatInRoot(parent, name)
+}
+
+// attach clones the mount at (dirfd, path), sets attrs on the clone while it
+// is still detached, and moves it onto target.
+func attach(dirfd int, path string, target *os.File, attrs uint64, recursive bool) error {
+	flags := unix.OPEN_TREE_CLONE | unix.OPEN_TREE_CLOEXEC
+	setFlags := unix.AT_EMPTY_PATH
+	if path == "" {
+		flags |= unix.AT_EMPTY_PATH
+	}
+	if recursive {
+		flags |= unix.AT_RECURSIVE
+		setFlags |= unix.AT_RECURSIVE
+	}
+	tree, err := unix.OpenTree(dirfd, path, uint(flags))
+	if err != nil {
+		return fmt.Errorf("open_tree: %w", err)
+	}
+	defer unix.Close(tree)
+	if attrs != 0 {
+		attr := unix.MountAttr{Attr_set: attrs}
+		if err := unix.MountSetattr(tree, "", uint(setFlags), &attr); err != nil {
+			return fmt.Errorf("mount_setattr: %w", err)
+		}
+	}
+	if err := unix.MoveMount(tree, "", int(target.Fd()), "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("move_mount: %w", err)
+	}
+	return nil
+}
+
+// mountAt mounts a fresh filesystem on the directory target refers to.
+func mountAt(source string, target *os.File, fstype string, flags uintptr, data string) error {
+	return unix.Mount(source, "/proc/self/fd/"+strconv.Itoa(int(target.Fd())), fstype, flags, data)
+}
+
+// pivot makes root the process's root and detaches the old one.
+func pivot(root *os.File) error {
+	if err := unix.Fchdir(int(root.Fd())); err != nil {
+		return err
+	}
+	// pivot_root(".", ".") stacks the old root on top of the new one;
+	// detaching "." then removes it without needing a directory for it.
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return err
+	}
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detach old root: %w", err)
+	}
+	return unix.Chdir("/")
+}
+
+// hostDevice is a device node bound from the host's /dev. Its number is
+// checked, so a swapped node (CVE-2025-31133) is refused.
+type hostDevice struct {
+	name         string
+	major, minor uint32
+}
+
+var hostDevices = []hostDevice{
+	{"null", 1, 3}, {"zero", 1, 5}, {"full", 1, 7},
+	{"random", 1, 8}, {"urandom", 1, 9}, {"tty", 5, 0},
+}
+
+var devSymlinks = map[string]string{
+	"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1",
+	"stderr": "/proc/self/fd/2", "ptmx": "pts/ptmx", "core": "/proc/kcore",
+}
+
+func openDevices() ([]*os.File, error) {
+	files := make([]*os.File, 0, len(hostDevices))
+	for _, d := range hostDevices {
+		path := "/dev/" + d.name
+		fd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			closeFiles(files...)
+			return nil, err
+		}
+		f := os.NewFile(uintptr(fd), path)
+		files = append(files, f)
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			closeFiles(files...)
+			return nil, err
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFCHR || unix.Major(st.Rdev) != d.major || unix.Minor(st.Rdev) != d.minor {
+			closeFiles(files...)
+			return nil, fmt.Errorf("%s is not the character device %d:%d", path, d.major, d.minor)
+		}
+	}
+	return files, nil
+}
+
+// openVerified opens a canonical host path without following any symlink
+// and checks it is the object the supervisor validated.
+func openVerified(path string, dev, ino uint64) (*os.File, error) {
+	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
+	fd, err := unix.Openat2(unix.AT_FDCWD, path, &how)
+	if err != nil {
+		return nil, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	if st.Dev != dev || st.Ino != ino {
+		unix.Close(fd)
+		return nil, fmt.Errorf("%s changed after it was checked", path)
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+func openDir(path string) (*os.File, error) {
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+func readlinkat(dirfd int, name string) (string, error) {
+	buf := make([]byte, 4096)
+	n, err := unix.Readlinkat(dirfd, name, buf)
+	if err != nil {
+		return "", err
+	}
+	return string(buf[:n]), nil
+}
+
+func closeFiles(files ...*os.File) {
+	for _, f := range files {
+		if f != nil {
+			f.Close()
+		}
+	}
+}

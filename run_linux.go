@@ -1,0 +1,334 @@
+package jail
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/jail-sandbox/jail/internal/control"
+	"github.com/jail-sandbox/jail/internal/initstage"
+)
+
+// Run runs spec.Command in a new sandbox, streams its output to spec.Stdout
+// and spec.Stderr, and returns how it ended. The sandbox is gone, with every
+// process in it, when Run returns.
+//
+// Cancelling ctx kills the sandbox; Run then returns ctx.Err().
+func Run(ctx context.Context, spec Spec) (Result, error) {
+	start := time.Now()
+	p, err := prepare(&spec)
+	if err != nil {
+		return Result{ExitCode: ExitSetup}, err
+	}
+	defer p.close()
+	s := &supervisor{spec: &spec, plan: p, start: start}
+	return s.run(ctx)
+}
+
+// supervisor is the host side of one running sandbox.
+type supervisor struct {
+	spec  *Spec
+	plan  *plan
+	start time.Time
+
+	conn     *control.Conn
+	cmd      *exec.Cmd
+	stdout   *capture
+	stderr   *capture
+	copies   sync.WaitGroup
+	masterMu sync.Mutex
+	master   *os.File // the command's terminal, with --tty
+}
+
+// report is what the init said over the control socket.
+type report struct {
+	setupErr *SetupError
+	execErr  *ExecError
+	exited   bool
+	code     int
+	signal   int
+}
+
+func (s *supervisor) run(ctx context.Context) (Result, error) {
+	limit := s.spec.OutputLimit
+	if limit == 0 {
+		limit = defaultOutputLimit
+	}
+	s.stdout = newCapture(s.spec.Stdout, s.spec.Capture, limit)
+	s.stderr = newCapture(s.spec.Stderr, s.spec.Capture, limit)
+
+	if err := s.startInit(); err != nil {
+		return Result{ExitCode: ExitSetup}, err
+	}
+	defer s.conn.Close()
+
+	reports := make(chan report, 1)
+	go func() { reports <- s.listen() }()
+
+	if err := s.conn.Send(control.Message{Kind: control.KindConfig, Config: &s.plan.cfg}); err != nil {
+		_ = s.cmd.Process.Kill()
+	} else if err := s.conn.Send(control.Message{Kind: control.KindRelease}); err != nil {
+		_ = s.cmd.Process.Kill()
+	}
+
+	var timeout <-chan time.Time
+	if s.spec.Timeout > 0 {
+		t := time.NewTimer(s.spec.Timeout - time.Since(s.start))
+		defer t.Stop()
+		timeout = t.C
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- s.cmd.Wait() }()
+
+	var timedOut, cancelled bool
+	var waitErr error
+wait:
+	for {
+		select {
+		case waitErr = <-waited:
+			break wait
+		case <-timeout:
+			timedOut = true
+			_ = s.cmd.Process.Kill()
+		case <-ctx.Done():
+			cancelled = true
+			_ = s.cmd.Process.Kill()
+		case sig := <-s.spec.Signals:
+			_ = s.cmd.Process.Signal(sig)
+		case size := <-s.spec.Resize:
+			s.resize(size)
+		}
+	}
+	rep := <-reports
+	s.copies.Wait()
+
+	res := Result{WallMS: time.Since(s.start).Milliseconds()}
+	if st := s.cmd.ProcessState; st != nil {
+		if ru, ok := st.SysUsage().(*syscall.Rusage); ok && ru != nil {
+			res.CPUMS = (ru.Utime.Nano() + ru.Stime.Nano()) / 1e6
+			res.PeakMemoryBytes = ru.Maxrss * 1024
+		}
+	}
+	res.Stdout, res.Stderr = s.stdout.String(), s.stderr.String()
+	res.Truncated = s.stdout.truncated || s.stderr.truncated
+
+	switch {
+	case rep.setupErr != nil:
+		res.ExitCode = ExitSetup
+		return res, rep.setupErr
+	case rep.execErr != nil:
+		res.ExitCode = rep.execErr.Code
+		return res, rep.execErr
+	case timedOut:
+		res.TimedOut = true
+		res.ExitCode = ExitTimeout
+	case cancelled:
+		res.ExitCode, res.Signal = 128+int(unix.SIGKILL), int(unix.SIGKILL)
+		return res, ctx.Err()
+	case rep.exited:
+		res.ExitCode, res.Signal = rep.code, rep.signal
+	default:
+		res.ExitCode = ExitSetup
+		return res, &SetupError{Step: "init", Err: fmt.Errorf("ended before reporting: %v", waitErr)}
+	}
+	return res, nil
+}
+
+// startInit starts the init in its new namespaces with its stdio and the control
+// socket. On return, only the supervisor's ends of the pipes remain open here.
+func (s *supervisor) startInit() error {
+	conn, initEnd, err := control.Pair()
+	if err != nil {
+		return &SetupError{Step: "start", Err: err}
+	}
+	defer initEnd.Close()
+	s.conn = conn
+
+	cmd := &exec.Cmd{
+		Path:        "/proc/self/exe",
+		Args:        []string{initstage.Arg},
+		Env:         []string{},
+		ExtraFiles:  append([]*os.File{initEnd}, s.plan.files...),
+		SysProcAttr: s.plan.id.SysProcAttr(),
+	}
+	// The child's ends of the stdio pipes are closed here once it has
+	// them, so EOF on ours means every process in the sandbox is gone.
+	var childEnds []*os.File
+	defer func() {
+		for _, f := range childEnds {
+			f.Close()
+		}
+	}()
+	return s.startWith(cmd, &childEnds)
+}
+
+// startWith connects stdio and starts cmd.
+func (s *supervisor) startWith(cmd *exec.Cmd, childEnds *[]*os.File) error {
+	fail := func(err error) error {
+		s.conn.Close()
+		return &SetupError{Step: "start", Err: err}
+	}
+	if !s.spec.TTY {
+		for _, out := range []struct {
+			set  func(*os.File)
+			sink *capture
+		}{
+			{func(f *os.File) { cmd.Stdout = f }, s.stdout},
+			{func(f *os.File) { cmd.Stderr = f }, s.stderr},
+		} {
+			r, w, err := os.Pipe()
+			if err != nil {
+				return fail(err)
+			}
+			out.set(w)
+			*childEnds = append(*childEnds, w)
+			s.copies.Add(1)
+			go func(r *os.File, sink *capture) {
+				defer s.copies.Done()
+				defer r.Close()
+				_, _ = io.Copy(sink, r)
+			}(r, out.sink)
+		}
+		stdin, err := s.stdinFor()
+		if err != nil {
+			return fail(err)
+		}
+		if stdin != nil {
+			cmd.Stdin = stdin
+			if _, passed := s.spec.Stdin.(*os.File); !passed || stdin != s.spec.Stdin {
+				*childEnds = append(*childEnds, stdin)
+			}
+		}
+	}
+	if err := cmd.Start(); err != nil {
+		return fail(err)
+	}
+	s.cmd = cmd
+	return nil
+}
+
+// stdinFor returns the file the init gets as stdin. A regular file or pipe is
+// passed as it is; a terminal never is (a sandboxed process could push input
+// into it with TIOCSTI), nor any other reader: those are copied through a
+// pipe.
+func (s *supervisor) stdinFor() (*os.File, error) {
+	if s.spec.Stdin == nil {
+		return nil, nil
+	}
+	if f, ok := s.spec.Stdin.(*os.File); ok && !isTerminal(f) {
+		return f, nil
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		defer w.Close()
+		_, _ = io.Copy(w, s.spec.Stdin)
+	}()
+	return r, nil
+}
+
+// listen reads the init's reports until it closes the socket.
+func (s *supervisor) listen() report {
+	var rep report
+	for {
+		msg, files, err := s.conn.Recv()
+		if err != nil {
+			return rep
+		}
+		switch msg.Kind {
+		case control.KindError:
+			rep.setupErr = &SetupError{Step: msg.Step, Err: errors.New(msg.Reason)}
+		case control.KindExecError:
+			rep.execErr = &ExecError{Code: msg.Code, Reason: msg.Reason}
+		case control.KindStarted:
+			if len(files) == 1 && s.spec.TTY {
+				s.attachTerminal(files[0])
+				files = nil
+			}
+		case control.KindExit:
+			rep.exited, rep.code, rep.signal = true, msg.Code, msg.Signal
+		}
+		for _, f := range files {
+			f.Close()
+		}
+	}
+}
+
+// attachTerminal connects the command's terminal to the caller's streams.
+func (s *supervisor) attachTerminal(master *os.File) {
+	s.masterMu.Lock()
+	s.master = master
+	s.masterMu.Unlock()
+	if s.spec.Stdin != nil {
+		go func() { _, _ = io.Copy(master, s.spec.Stdin) }()
+	}
+	s.copies.Add(1)
+	go func() {
+		defer s.copies.Done()
+		// Reading the master fails with EIO once the last process holding
+		// the terminal is gone: that is the end of the output.
+		_, _ = io.Copy(s.stdout, master)
+	}()
+}
+
+func (s *supervisor) resize(size WindowSize) {
+	s.masterMu.Lock()
+	defer s.masterMu.Unlock()
+	if s.master != nil {
+		_ = unix.IoctlSetWinsize(int(s.master.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: size.Rows, Col: size.Cols})
+	}
+}
+
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// capture streams output to a writer and, when asked, keeps up to limit
+// bytes of it.
+type capture struct {
+	w         io.Writer
+	keep      bool
+	limit     int64
+	buf       []byte
+	truncated bool
+}
+
+func newCapture(w io.Writer, keep bool, limit int64) *capture {
+	return &capture{w: w, keep: keep, limit: limit}
+}
+
+func (c *capture) Write(p []byte) (int, error) {
+	if c.keep {
+		room := c.limit - int64(len(c.buf))
+		switch {
+		case room >= int64(len(p)):
+			c.buf = append(c.buf, p...)
+		case room > 0:
+			c.buf = append(c.buf, p[:room]...)
+			c.truncated = true
+		default:
+			c.truncated = true
+		}
+	}
+	if c.w != nil {
+		// A writer that fails must not stop the draining of the pipe, or
+		// the command would block on a full pipe.
+		if _, err := c.w.Write(p); err != nil {
+			c.w = nil
+		}
+	}
+	return len(p), nil
+}
+
+func (c *capture) String() string { return string(c.buf) }
