@@ -31,4 +31,3 @@ func LoopbackUp() error {
 	}
 	return nil
 }
-

@@ -27,11 +27,11 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 // runFlags are the RUN OPTIONS as typed.
 type runFlags struct {
 	image, rootfs, profile, memory, pids, net, workspace string
-	user, workdir, hostname, outputLimit                  string
-	cpus                                                  float64
-	timeout                                               time.Duration
-	mounts, env, secrets                                  listFlag
-	readOnly, tty, json                                   bool
+	user, workdir, hostname, outputLimit                 string
+	cpus                                                 float64
+	timeout                                              time.Duration
+	mounts, env, secrets                                 listFlag
+	readOnly, tty, json                                  bool
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {

@@ -63,8 +63,8 @@ type Process struct {
 	// SwitchUser: the init runs as sandbox root and switches to UID/GID for
 	// the command (true when jail runs as root and maps a range of ids).
 	// When false the init already runs as UID/GID.
-	SwitchUser bool `json:"switch_user"`
-	TTY        bool `json:"tty"`
+	SwitchUser bool   `json:"switch_user"`
+	TTY        bool   `json:"tty"`
 	Rows       uint16 `json:"rows,omitempty"`
 	Cols       uint16 `json:"cols,omitempty"`
 }
