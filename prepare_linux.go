@@ -235,7 +235,7 @@ func (p *plan) mount(m Mount, callerHome string, mapped map[[2]int]*os.File) (co
 	}
 	sys := st.Sys().(*syscall.Stat_t)
 	cm := config.Mount{
-		Source: path, SourceDev: uint64(sys.Dev), SourceIno: sys.Ino,
+		Source: path, SourceDev: uint64(sys.Dev), SourceIno: sys.Ino, SourceIsDir: st.IsDir(),
 		Destination: filepath.Clean(m.Destination), Writable: m.Writable, FD: -1,
 	}
 	if !m.Writable || p.id.Rootless {

@@ -26,6 +26,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	pathrs "github.com/cyphar/filepath-securejoin/pathrs-lite"
 	"golang.org/x/sys/unix"
@@ -65,6 +66,11 @@ type builder struct {
 	root     *os.File // the new root, O_PATH
 	maskFile string   // empty unreadable file on the stage
 	maskDir  string   // empty read-only directory on the stage
+	// skeleton holds mountpoints missing from a read-only tree, laid over
+	// it as the top layer of an overlay; skeletonTops are the host tree's
+	// top-level directories that need one.
+	skeleton     string
+	skeletonTops map[string]bool
 }
 
 // Build constructs the root filesystem described by cfg and makes it the
@@ -150,8 +156,9 @@ func (b *builder) stage(hostTree, lower *os.File) error {
 	}
 	b.maskFile = filepath.Join(stageDir, "mask-file")
 	b.maskDir = filepath.Join(stageDir, "mask-dir")
+	b.skeleton = filepath.Join(stageDir, "skeleton")
 	rootPath := filepath.Join(stageDir, "root")
-	for _, d := range []string{rootPath, b.maskDir} {
+	for _, d := range []string{rootPath, b.maskDir, b.skeleton} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			return step("prepare stage", err)
 		}
@@ -161,6 +168,14 @@ func (b *builder) stage(hostTree, lower *os.File) error {
 	}
 	if err := os.WriteFile(b.maskFile, nil, 0o000); err != nil {
 		return step("prepare stage", err)
+	}
+
+	tree := lower
+	if hostTree != nil {
+		tree = hostTree
+	}
+	if err := b.planSkeleton(tree); err != nil {
+		return step("prepare mountpoints", err)
 	}
 
 	if hostTree != nil {
@@ -176,7 +191,7 @@ func (b *builder) stage(hostTree, lower *os.File) error {
 		}
 		// The lower is named by descriptor: its host path may lie under
 		// the stage, which now covers it.
-		opts := fmt.Sprintf("lowerdir=/proc/self/fd/%d,upperdir=%s,workdir=%s,userxattr", lower.Fd(), upper, work)
+		opts := fmt.Sprintf("lowerdir=%s:/proc/self/fd/%d,upperdir=%s,workdir=%s,userxattr", b.skeleton, lower.Fd(), upper, work)
 		if err := unix.Mount("jail-root", rootPath, "overlay", flagsFresh, opts); err != nil {
 			return step("mount overlay root", err)
 		}
@@ -221,6 +236,12 @@ func (b *builder) hostTopLevel(hostTree *os.File) error {
 			if err := unix.Mkdirat(rootFD, name, 0o755); err != nil {
 				return step("create /"+name, err)
 			}
+			if b.skeletonTops[name] {
+				if err := b.overlayHost(name); err != nil {
+					return step("overlay /"+name, err)
+				}
+				continue
+			}
 			if err := b.bindHost(int(hostTree.Fd()), name, true); err != nil {
 				return step("bind /"+name, err)
 			}
@@ -254,19 +275,130 @@ func (b *builder) bindHost(hostRoot int, name string, recursive bool) error {
 	return attach(hostRoot, name, target, attrRO, recursive)
 }
 
+// overlayHost mounts a read-only overlay of the host's top-level directory
+// name with its skeleton on top, so mountpoints the host lacks exist in the
+// sandbox and nowhere else.
+func (b *builder) overlayHost(name string) error {
+	target, err := pathrs.OpenatInRoot(b.root, name)
+	if err != nil {
+		return err
+	}
+	defer target.Close()
+	opts := fmt.Sprintf("lowerdir=%s:/%s", filepath.Join(b.skeleton, name), name)
+	err = mountAt("jail-skeleton", target, "overlay", flagsFresh|unix.MS_RDONLY, opts)
+	if errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("cannot add a mountpoint below /%s, which has mounts of its own beneath it", name)
+	}
+	return err
+}
+
+// planSkeleton finds the mountpoints that do not exist in tree (the host
+// tree or the --rootfs lower) and creates them in the skeleton. A path that
+// passes through a symlink is left to be resolved inside the new root.
+func (b *builder) planSkeleton(tree *os.File) error {
+	b.skeletonTops = map[string]bool{}
+	type mountpoint struct {
+		path string
+		dir  bool
+	}
+	var points []mountpoint
+	if !b.cfg.Rootfs.HostTree {
+		for _, d := range []string{"/proc", "/dev", "/sys", "/tmp", "/run"} {
+			points = append(points, mountpoint{d, true})
+		}
+		if b.cfg.Rootfs.Home != "" {
+			points = append(points, mountpoint{b.cfg.Rootfs.Home, true})
+		}
+	}
+	for _, m := range b.cfg.Mounts {
+		points = append(points, mountpoint{m.Destination, m.SourceIsDir})
+	}
+	for _, p := range points {
+		rel := strings.TrimPrefix(filepath.Clean(p.path), "/")
+		top, _, _ := strings.Cut(rel, "/")
+		if b.cfg.Rootfs.HostTree && (hostTopLevelReplaced[top] || rel == top) {
+			// Inside the root tmpfs or a fresh tmpfs: created directly.
+			continue
+		}
+		created, err := addMissing(tree, b.skeleton, rel, p.dir)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p.path, err)
+		}
+		if created && b.cfg.Rootfs.HostTree {
+			b.skeletonTops[top] = true
+		}
+	}
+	return nil
+}
+
+// addMissing walks rel below tree without following symlinks; from the
+// first missing component on, it creates the rest below skeleton (the last
+// one as a directory or an empty file). It reports whether it created
+// anything.
+func addMissing(tree *os.File, skeleton, rel string, dir bool) (bool, error) {
+	comps := strings.Split(rel, "/")
+	cur, err := unix.Dup(int(tree.Fd()))
+	if err != nil {
+		return false, err
+	}
+	defer func() { unix.Close(cur) }()
+	for i, c := range comps {
+		var st unix.Stat_t
+		err := unix.Fstatat(cur, c, &st, unix.AT_SYMLINK_NOFOLLOW)
+		if errors.Is(err, unix.ENOENT) {
+			return true, createBelow(skeleton, comps, dir)
+		}
+		if err != nil {
+			return false, err
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR || i == len(comps)-1 {
+			return false, nil
+		}
+		next, err := unix.Openat(cur, c, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return false, err
+		}
+		unix.Close(cur)
+		cur = next
+	}
+	return false, nil
+}
+
+// createBelow creates the path comps below base: the components that exist
+// in the tree become plain directories holding the missing rest.
+func createBelow(base string, comps []string, dir bool) error {
+	last := filepath.Join(append([]string{base}, comps...)...)
+	if err := os.MkdirAll(filepath.Dir(last), 0o755); err != nil {
+		return err
+	}
+	if dir {
+		if err := os.Mkdir(last, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return err
+		}
+		return nil
+	}
+	f, err := os.OpenFile(last, os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
 // kernelFilesystems mounts /proc, /dev and /sys.
 func (b *builder) kernelFilesystems(devices []*os.File) error {
-	proc, err := b.dir("/proc")
+	proc, err := b.topDir("/proc")
 	if err != nil {
 		return step("create /proc", err)
 	}
-	err = mountAt("proc", proc, "proc", flagsFresh|unix.MS_NOEXEC, "")
+	// hidepid=invisible hides the processes the caller may not ptrace:
+	// the non-dumpable init disappears from the command's /proc entirely.
+	err = mountAt("proc", proc, "proc", flagsFresh|unix.MS_NOEXEC, "hidepid=invisible")
 	proc.Close()
 	if err != nil {
 		return step("mount /proc", err)
 	}
 
-	dev, err := b.dir("/dev")
+	dev, err := b.topDir("/dev")
 	if err != nil {
 		return step("create /dev", err)
 	}
@@ -286,7 +418,7 @@ func (b *builder) kernelFilesystems(devices []*os.File) error {
 			return step("bind /dev/"+d.name, err)
 		}
 	}
-	devDir, err := b.dir("/dev")
+	devDir, err := b.topDir("/dev")
 	if err != nil {
 		return step("open /dev", err)
 	}
@@ -314,7 +446,7 @@ func (b *builder) kernelFilesystems(devices []*os.File) error {
 		return err
 	}
 
-	sys, err := b.dir("/sys")
+	sys, err := b.topDir("/sys")
 	if err != nil {
 		return step("create /sys", err)
 	}
@@ -355,7 +487,11 @@ func (b *builder) scratch() error {
 // tmpfs mounts a fresh tmpfs at path with the octal mode and size (bytes,
 // 0 for the kernel's default).
 func (b *builder) tmpfs(path, mode string, size int64) error {
-	target, err := b.dir(path)
+	open := b.dir
+	if path == "/tmp" || path == "/run" {
+		open = b.topDir
+	}
+	target, err := open(path)
 	if err != nil {
 		return step("create "+path, err)
 	}
@@ -448,6 +584,26 @@ func (b *builder) mask(path string) error {
 		src = b.maskDir
 	}
 	return step("mask "+path, attach(unix.AT_FDCWD, src, target, attrRO|unix.MOUNT_ATTR_NOEXEC, false))
+}
+
+// topDir opens one of the top-level directories jail mounts kernel
+// filesystems or scratch space on. It must be a real directory of the root:
+// a root filesystem whose /dev or /proc is a symlink could otherwise steer
+// those mounts (CVE-2026-41579), so it is refused.
+func (b *builder) topDir(path string) (*os.File, error) {
+	name := strings.TrimPrefix(path, "/")
+	err := unix.Mkdirat(int(b.root.Fd()), name, 0o755)
+	if err != nil && !errors.Is(err, unix.EEXIST) && !errors.Is(err, unix.EROFS) && !errors.Is(err, unix.EACCES) {
+		return nil, err
+	}
+	fd, err := unix.Openat(int(b.root.Fd()), name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+		return nil, fmt.Errorf("%s in the root filesystem is not a directory (a symlink?): refused", path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), path), nil
 }
 
 // dir resolves path inside the new root, creating missing directories.

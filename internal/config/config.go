@@ -44,6 +44,8 @@ type Mount struct {
 	Source    string `json:"source"`
 	SourceDev uint64 `json:"source_dev"`
 	SourceIno uint64 `json:"source_ino"`
+	// SourceIsDir tells whether the mountpoint to create is a directory.
+	SourceIsDir bool `json:"source_is_dir"`
 	// Destination is an absolute, clean path inside the sandbox.
 	Destination string `json:"destination"`
 	Writable    bool   `json:"writable"`

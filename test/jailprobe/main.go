@@ -1,0 +1,80 @@
+// Command jailprobe is run inside sandboxes by the integration tests: each
+// subcommand tries one thing a sandboxed process should or should not be
+// able to do and prints what happened. It is built static so it runs in any
+// root filesystem.
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"sort"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: jailprobe connect ADDR | ptrace PID | open-write PATH | tiocsti | fds | pids")
+		os.Exit(2)
+	}
+	arg := ""
+	if len(os.Args) > 2 {
+		arg = os.Args[2]
+	}
+	var err error
+	switch os.Args[1] {
+	case "connect":
+		var c net.Conn
+		if c, err = net.DialTimeout("tcp", arg, 2*time.Second); err == nil {
+			c.Close()
+		}
+	case "ptrace":
+		pid, _ := strconv.Atoi(arg)
+		if err = unix.PtraceAttach(pid); err == nil {
+			_ = unix.PtraceDetach(pid)
+		}
+	case "open-write":
+		var f *os.File
+		if f, err = os.OpenFile(arg, os.O_WRONLY, 0); err == nil {
+			f.Close()
+		}
+	case "tiocsti":
+		b := byte('x')
+		err = unix.IoctlSetPointerInt(0, unix.TIOCSTI, int(b))
+	case "fds":
+		entries, _ := os.ReadDir("/proc/self/fd")
+		var names []string
+		for _, e := range entries {
+			// The directory handle ReadDir used is closed by now: an fd
+			// that no longer resolves was that one.
+			if _, err := os.Readlink("/proc/self/fd/" + e.Name()); err != nil {
+				continue
+			}
+			names = append(names, e.Name())
+		}
+		sort.Strings(names)
+		fmt.Println(names)
+		return
+	case "pids":
+		entries, _ := os.ReadDir("/proc")
+		var pids []int
+		for _, e := range entries {
+			if n, err := strconv.Atoi(e.Name()); err == nil {
+				pids = append(pids, n)
+			}
+		}
+		sort.Ints(pids)
+		fmt.Println(pids)
+		return
+	default:
+		err = fmt.Errorf("unknown probe %q", os.Args[1])
+	}
+	if err != nil {
+		fmt.Println("error:", err)
+		os.Exit(1)
+	}
+	fmt.Println("ok")
+}
