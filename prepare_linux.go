@@ -204,8 +204,8 @@ func prepare(spec *Spec) (*plan, error) {
 	}
 
 	if spec.Workdir != "" {
-		if !filepath.IsAbs(spec.Workdir) || len(spec.Workdir) > 4095 {
-			return nil, invalid("--workdir", "%q is not an absolute path", truncate(spec.Workdir))
+		if err := rootfs.CheckWorkdir(spec.Workdir); err != nil {
+			return nil, invalid("--workdir", "%v", err)
 		}
 		p.cfg.Process.Cwd = filepath.Clean(spec.Workdir)
 	}

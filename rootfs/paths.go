@@ -105,17 +105,27 @@ func CheckDestination(dst string) error {
 			return fmt.Errorf("%q leaves the sandbox root", dst)
 		}
 	}
-	clean := filepath.Clean(dst)
-	if clean == "/" {
+	if filepath.Clean(dst) == "/" {
 		return fmt.Errorf("%q would replace the sandbox root", dst)
 	}
+	return CheckWorkdir(dst)
+}
+
+// CheckWorkdir validates a working directory inside the sandbox. Kernel trees
+// are refused: a working directory reached through /proc/self/fd/N could be
+// a directory outside the root (CVE-2024-21626).
+func CheckWorkdir(dir string) error {
+	if !filepath.IsAbs(dir) {
+		return fmt.Errorf("%q is not an absolute path", dir)
+	}
+	if len(dir) > 4095 {
+		return fmt.Errorf("path is longer than 4095 bytes")
+	}
+	clean := filepath.Clean(dir)
 	for _, t := range []string{"/proc", "/sys", "/dev"} {
 		if within(clean, t) {
-			return fmt.Errorf("%q is inside %s, which jail manages", dst, t)
+			return fmt.Errorf("%q is inside %s, which jail manages", dir, t)
 		}
-	}
-	if len(clean) > 4095 {
-		return fmt.Errorf("destination is longer than 4095 bytes")
 	}
 	return nil
 }

@@ -194,7 +194,7 @@ func runCmd(t *testing.T, cmd *exec.Cmd) result {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %v: %v", cmd.Args, err)
+		t.Fatalf("start %.200s: %v", strings.Join(cmd.Args, " "), err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -203,7 +203,7 @@ func runCmd(t *testing.T, cmd *exec.Cmd) result {
 	case <-time.After(60 * time.Second):
 		_ = cmd.Process.Kill()
 		<-done
-		t.Fatalf("%v did not finish within 60s (a hang, not a timing check)", cmd.Args)
+		t.Fatalf("%.200s did not finish within 60s (a hang, not a timing check)", strings.Join(cmd.Args, " "))
 	}
 	return result{stdout: stdout.String(), stderr: stderr.String(), code: cmd.ProcessState.ExitCode()}
 }

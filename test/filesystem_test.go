@@ -1,0 +1,163 @@
+package test
+
+import (
+	"os"
+	"strconv"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+func TestRootfsDirectory(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		out := mustRun(t, m, "run", "--rootfs", rootfsDir, "--", "sh", "-c", "cat /etc/image-release; ls /bin/busybox; echo new > /new-file && cat /new-file")
+		if !strings.Contains(out, "busybox test image") || !strings.Contains(out, "new") {
+			t.Errorf("rootfs run: %q", out)
+		}
+		// The writable layer is private: nothing reached the directory.
+		if _, err := os.Stat(filepath.Join(rootfsDir, "new-file")); err == nil {
+			t.Errorf("a write in the sandbox landed in the --rootfs directory")
+		}
+		// --read-only: no writable layer at all.
+		r := jail(t, m, "run", "--rootfs", rootfsDir, "--read-only", "--", "sh", "-c", "echo x > /new-file")
+		if r.code == 0 {
+			t.Errorf("--read-only root was writable")
+		}
+		if out := mustRun(t, m, "run", "--rootfs", rootfsDir, "--read-only", "--", "sh", "-c", "echo x > /tmp/ok && cat /tmp/ok"); out != "x\n" {
+			t.Errorf("/tmp not writable with --read-only: %q", out)
+		}
+	})
+}
+
+func TestWorkspace(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		ws := sharedTempDir(t, rootless)
+		if err := os.WriteFile(filepath.Join(ws, "input.txt"), []byte("from host\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		os.Chown(filepath.Join(ws, "input.txt"), rootless.uid, rootless.gid)
+		out := mustRun(t, m, "run", "--workspace", ws, "--", "sh", "-c", "pwd; cat input.txt; echo made > output.txt; mkdir sub && touch sub/f")
+		if out != "/workspace\nfrom host\n" {
+			t.Errorf("workspace run printed %q", out)
+		}
+		// On the host, what the sandbox made belongs to the directory's owner.
+		for _, name := range []string{"output.txt", "sub", "sub/f"} {
+			var st syscall.Stat_t
+			if err := syscall.Stat(filepath.Join(ws, name), &st); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if int(st.Uid) != rootless.uid || int(st.Gid) != rootless.gid {
+				t.Errorf("%s is owned by %d:%d on the host; want the workspace owner %d:%d", name, st.Uid, st.Gid, rootless.uid, rootless.gid)
+			}
+		}
+	})
+}
+
+func TestMounts(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		dir := sharedTempDir(t, rootless)
+		os.WriteFile(filepath.Join(dir, "data"), []byte("shared\n"), 0o644)
+		// Read-only unless :rw, at a destination that exists nowhere
+		// (created in the sandbox only, inside the read-only host /usr).
+		r := jail(t, m, "run", "--mount", dir+":/usr/share/jail-test-data", "--", "sh", "-c", "cat /usr/share/jail-test-data/data; touch /usr/share/jail-test-data/x")
+		if r.stdout != "shared\n" || r.code == 0 {
+			t.Errorf("ro mount: stdout %q exit %d", r.stdout, r.code)
+		}
+		if _, err := os.Stat("/usr/share/jail-test-data"); err == nil {
+			t.Errorf("the mountpoint was created on the host")
+		}
+		mustRun(t, m, "run", "--mount", dir+":/data:rw", "--", "sh", "-c", "echo written > /data/out")
+		if b, _ := os.ReadFile(filepath.Join(dir, "out")); string(b) != "written\n" {
+			t.Errorf("rw mount: host sees %q", b)
+		}
+		// A file mounted on a file.
+		if out := mustRun(t, m, "run", "--mount", filepath.Join(dir, "data") + ":/etc/jail-data", "--", "cat", "/etc/jail-data"); out != "shared\n" {
+			t.Errorf("file mount: %q", out)
+		}
+	})
+}
+
+func TestEnvWorkdirUser(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		cmd := command(m, "run", "--env", "A=1", "--env", "FROM_CALLER", "--env", "PATH=/bin:/usr/bin", "--workdir", "/usr", "--user", "1000", "--", "sh", "-c", `echo "$A $FROM_CALLER $PATH $(pwd) $(id -u):$(id -g) $HOME"`)
+		cmd.Env = append(cmd.Env, "FROM_CALLER=copied")
+		r := runCmd(t, cmd)
+		if want := "1 copied /bin:/usr/bin /usr 1000:1000 /tmp\n"; r.stdout != want {
+			t.Errorf("got %q (stderr %q), want %q", r.stdout, r.stderr, want)
+		}
+	})
+}
+
+// TestBadInput: every bad request is one `jail: ` line, exit 125, and
+// changes nothing on the host (checkNoLeaks, and no mountpoint created).
+func TestBadInput(t *testing.T) {
+	long := strings.Repeat("a", 200)
+	link := filepath.Join(workDir, "link-to-etc")
+	os.Symlink("/etc", link)
+	sshDir := filepath.Join(os.Getenv("HOME"), ".ssh")
+	cases := []struct {
+		name string
+		args []string
+		hint string
+	}{
+		{"unknown flag", []string{"run", "--frobnicate", "--", "true"}, "flag provided but not defined"},
+		{"unknown subcommand", []string{"frobnicate"}, "unknown command"},
+		{"no command", []string{"run"}, "no command"},
+		{"missing rootfs", []string{"run", "--rootfs", "/no/such/dir", "--", "true"}, "--rootfs /no/such/dir"},
+		{"rootfs is a file", []string{"run", "--rootfs", "/etc/hostname", "--", "true"}, "not a directory"},
+		{"missing workspace", []string{"run", "--workspace", "/no/such/ws", "--", "true"}, "--workspace /no/such/ws"},
+		{"relative mount source", []string{"run", "--mount", "etc:/x", "--", "true"}, "absolute"},
+		{"mount of /", []string{"run", "--mount", "/:/host", "--", "true"}, "refused"},
+		{"mount of /proc", []string{"run", "--mount", "/proc:/p", "--", "true"}, "refused"},
+		{"mount of /sys", []string{"run", "--mount", "/sys/kernel:/k", "--", "true"}, "refused"},
+		{"mount of /dev", []string{"run", "--mount", "/dev:/d", "--", "true"}, "refused"},
+		{"mount of /etc/shadow", []string{"run", "--mount", "/etc/shadow:/s", "--", "true"}, "refused"},
+		{"mount of the docker socket", []string{"run", "--mount", "/var/run/docker.sock:/d.sock", "--", "true"}, "refused"},
+		{"mount of ~/.ssh", []string{"run", "--mount", sshDir + ":/k", "--", "true"}, "refused"},
+		{"mount of ~/.aws", []string{"run", "--mount", "/root/.aws:/k", "--", "true"}, "refused"},
+		{"mount of ~/.gnupg", []string{"run", "--mount", "/home/someone/.gnupg:/k", "--", "true"}, "refused"},
+		{"symlink to a sensitive tree", []string{"run", "--mount", link + ":/x", "--", "true"}, "refused"},
+		{"destination escapes", []string{"run", "--mount", workDir + ":../../x", "--", "true"}, "absolute"},
+		{"destination with ..", []string{"run", "--mount", workDir + ":/a/../../x", "--", "true"}, "leaves the sandbox root"},
+		{"destination in /proc", []string{"run", "--mount", workDir + ":/proc/x", "--", "true"}, "/proc"},
+		{"bad mount mode", []string{"run", "--mount", workDir + ":/x:rwx", "--", "true"}, "ro or rw"},
+		{"host name too long", []string{"run", "--hostname", long, "--", "true"}, "--hostname"},
+		{"bad host name", []string{"run", "--hostname", "a b", "--", "true"}, "--hostname"},
+		{"env name too long", []string{"run", "--env", strings.Repeat("K", 300) + "=v", "--", "true"}, "--env"},
+		{"arguments and environment too large", bigEnv(10, 120<<10), "exceed"},
+		{"bad env name", []string{"run", "--env", "1A=v", "--", "true"}, "--env"},
+		{"unknown profile", []string{"run", "--profile", "no-such-profile", "--", "true"}, "profile no-such-profile"},
+		{"bad memory", []string{"run", "--memory", "lots", "--", "true"}, "--memory"},
+		{"bad user", []string{"run", "--user", "bob", "--", "true"}, "--user"},
+		{"relative workdir", []string{"run", "--workdir", "rel", "--", "true"}, "--workdir"},
+		{"workdir through /proc fds", []string{"run", "--workdir", "/proc/self/fd/3", "--", "true"}, "--workdir"},
+		{"missing workdir", []string{"run", "--workdir", "/no/such/dir", "--", "true"}, "workdir /no/such/dir"},
+	}
+	forEachMode(t, func(t *testing.T, m mode) {
+		for _, c := range cases {
+			r := jail(t, m, c.args...)
+			lines := strings.Split(strings.TrimRight(r.stderr, "\n"), "\n")
+			if r.code != 125 || len(lines) != 1 || !strings.HasPrefix(lines[0], "jail: ") || !strings.Contains(lines[0], c.hint) {
+				t.Errorf("%s: exit %d, stderr %.300q; want 125 and one `jail: ` line mentioning %q", c.name, r.code, r.stderr, c.hint)
+			}
+			if r.stdout != "" {
+				t.Errorf("%s: printed %q on stdout", c.name, r.stdout)
+			}
+		}
+	})
+	for _, p := range []string{"/x", "/host", "/a", "/k"} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s was created on the host", p)
+		}
+	}
+}
+
+// bigEnv returns run arguments with n --env values of size bytes each.
+func bigEnv(n, size int) []string {
+	args := []string{"run"}
+	for i := 0; i < n; i++ {
+		args = append(args, "--env", "K"+strconv.Itoa(i)+"="+strings.Repeat("v", size))
+	}
+	return append(args, "--", "true")
+}
