@@ -1,0 +1,80 @@
+package jail_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jail-sandbox/jail"
+)
+
+// The test binary is the init of the sandboxes it starts, as any embedding
+// program is.
+func TestMain(m *testing.M) {
+	jail.Init()
+	os.Exit(m.Run())
+}
+
+func TestRunStreamsAndCaptures(t *testing.T) {
+	var out bytes.Buffer
+	res, err := jail.Run(context.Background(), jail.Spec{
+		Command: []string{"sh", "-c", "echo hello; echo oops >&2; exit 3"},
+		Stdout:  &out,
+		Capture: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != "hello\n" || res.Stdout != "hello\n" || res.Stderr != "oops\n" || res.ExitCode != 3 {
+		t.Errorf("streamed %q, result %+v", out.String(), res)
+	}
+	if res.WallMS < 0 || res.PeakMemoryBytes <= 0 {
+		t.Errorf("usage not reported: %+v", res)
+	}
+}
+
+func TestRunErrorsAreTyped(t *testing.T) {
+	_, err := jail.Run(context.Background(), jail.Spec{Command: []string{"true"}, Profile: "no-such"})
+	var setup *jail.SetupError
+	if !errors.As(err, &setup) || jail.ExitCode(err) != jail.ExitSetup {
+		t.Errorf("unknown profile: %T %v; want a *SetupError", err, err)
+	}
+	res, err := jail.Run(context.Background(), jail.Spec{Command: []string{"no-such-command-jail"}})
+	var ex *jail.ExecError
+	if !errors.As(err, &ex) || ex.Code != jail.ExitNotFound || res.ExitCode != jail.ExitNotFound {
+		t.Errorf("missing command: %T %v %+v; want an *ExecError with 127", err, err, res)
+	}
+	// The command's own failure is not an error.
+	res, err = jail.Run(context.Background(), jail.Spec{Command: []string{"false"}})
+	if err != nil || res.ExitCode != 1 {
+		t.Errorf("false: %v %+v", err, res)
+	}
+}
+
+func TestRunTimeoutAndCancel(t *testing.T) {
+	res, err := jail.Run(context.Background(), jail.Spec{Command: []string{"sleep", "100"}, Timeout: 200 * time.Millisecond})
+	if err != nil || !res.TimedOut || res.ExitCode != jail.ExitTimeout {
+		t.Errorf("timeout: %v %+v", err, res)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	_, err = jail.Run(ctx, jail.Spec{Command: []string{"sleep", "100"}})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("cancel: %v", err)
+	}
+}
+
+func TestRunStdin(t *testing.T) {
+	res, err := jail.Run(context.Background(), jail.Spec{
+		Command: []string{"tr", "a-z", "A-Z"},
+		Stdin:   strings.NewReader("shout\n"),
+		Capture: true,
+	})
+	if err != nil || res.Stdout != "SHOUT\n" {
+		t.Errorf("%v %+v", err, res)
+	}
+}
