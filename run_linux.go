@@ -65,17 +65,25 @@ func (s *supervisor) run(ctx context.Context) (Result, error) {
 	s.stdout = newCapture(s.spec.Stdout, s.spec.Capture, limit)
 	s.stderr = newCapture(s.spec.Stderr, s.spec.Capture, limit)
 
-	if err := s.startInit(); err != nil {
+	// The description goes into the socket buffer before the init exists,
+	// so the init finds it there the moment it asks.
+	conn, initEnd, err := control.Pair()
+	if err != nil {
+		return Result{ExitCode: ExitSetup}, &SetupError{Step: "start", Err: err}
+	}
+	s.conn = conn
+	defer s.conn.Close()
+	if err := conn.Send(control.Message{Kind: control.KindConfig, Config: &s.plan.cfg}); err != nil {
+		initEnd.Close()
+		return Result{ExitCode: ExitSetup}, &SetupError{Step: "start", Err: err}
+	}
+	if err := s.startInit(initEnd); err != nil {
 		return Result{ExitCode: ExitSetup}, err
 	}
-	defer s.conn.Close()
 
 	reports := make(chan report, 1)
 	go func() { reports <- s.listen() }()
-
-	if err := s.conn.Send(control.Message{Kind: control.KindConfig, Config: &s.plan.cfg}); err != nil {
-		_ = s.cmd.Process.Kill()
-	} else if err := s.conn.Send(control.Message{Kind: control.KindRelease}); err != nil {
+	if err := s.conn.Send(control.Message{Kind: control.KindRelease}); err != nil {
 		_ = s.cmd.Process.Kill()
 	}
 
@@ -142,15 +150,11 @@ wait:
 	return res, nil
 }
 
-// startInit starts the init in its new namespaces with its stdio and the control
-// socket. On return, only the supervisor's ends of the pipes remain open here.
-func (s *supervisor) startInit() error {
-	conn, initEnd, err := control.Pair()
-	if err != nil {
-		return &SetupError{Step: "start", Err: err}
-	}
+// startInit starts the init in its new namespaces with its stdio and its end
+// of the control socket. On return, only the supervisor's ends of the pipes
+// remain open here.
+func (s *supervisor) startInit(initEnd *os.File) error {
 	defer initEnd.Close()
-	s.conn = conn
 
 	cmd := &exec.Cmd{
 		Path:        "/proc/self/exe",
@@ -173,7 +177,6 @@ func (s *supervisor) startInit() error {
 // startWith connects stdio and starts cmd.
 func (s *supervisor) startWith(cmd *exec.Cmd, childEnds *[]*os.File) error {
 	fail := func(err error) error {
-		s.conn.Close()
 		return &SetupError{Step: "start", Err: err}
 	}
 	if !s.spec.TTY {

@@ -267,7 +267,7 @@ func (b *builder) hostTopLevel(hostTree *os.File) error {
 // bindHost binds the host entry name (relative to the host root fd) onto the
 // same name in the new root, read-only.
 func (b *builder) bindHost(hostRoot int, name string, recursive bool) error {
-	target, err := pathrs.OpenatInRoot(b.root, name)
+	target, err := openInRoot(b.root, name)
 	if err != nil {
 		return err
 	}
@@ -279,7 +279,7 @@ func (b *builder) bindHost(hostRoot int, name string, recursive bool) error {
 // name with its skeleton on top, so mountpoints the host lacks exist in the
 // sandbox and nowhere else.
 func (b *builder) overlayHost(name string) error {
-	target, err := pathrs.OpenatInRoot(b.root, name)
+	target, err := openInRoot(b.root, name)
 	if err != nil {
 		return err
 	}
@@ -468,7 +468,7 @@ func (b *builder) scratch() error {
 		return err
 	}
 	if b.cfg.Rootfs.HostTree {
-		if f, err := pathrs.OpenatInRoot(b.root, "/var/tmp"); err == nil {
+		if f, err := openInRoot(b.root, "/var/tmp"); err == nil {
 			f.Close()
 			if err := b.tmpfs("/var/tmp", "1777", b.cfg.Limits.TmpSize); err != nil {
 				return err
@@ -547,7 +547,7 @@ func (b *builder) masks() error {
 		}
 	}
 	for _, p := range procReadOnly {
-		target, err := pathrs.OpenatInRoot(b.root, p)
+		target, err := openInRoot(b.root, p)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
@@ -567,7 +567,7 @@ func (b *builder) masks() error {
 // directory, anything else with the empty unreadable file. A path that does
 // not exist needs no mask.
 func (b *builder) mask(path string) error {
-	target, err := pathrs.OpenatInRoot(b.root, path)
+	target, err := openInRoot(b.root, path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -608,13 +608,38 @@ func (b *builder) topDir(path string) (*os.File, error) {
 
 // dir resolves path inside the new root, creating missing directories.
 func (b *builder) dir(path string) (*os.File, error) {
+	if f, err := openInRoot(b.root, path); err == nil {
+		return f, nil
+	}
 	return pathrs.MkdirAllHandle(b.root, path, 0o755)
+}
+
+// openInRoot opens path as an O_PATH handle, resolving every component
+// (symlinks and ".." included) as if root were "/": the kernel's
+// RESOLVE_IN_ROOT never lets resolution leave it.
+func openInRoot(root *os.File, path string) (*os.File, error) {
+	how := unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
+	}
+	for attempt := 0; ; attempt++ {
+		fd, err := unix.Openat2(int(root.Fd()), path, &how)
+		// EAGAIN: a concurrent rename made ".." resolution unsafe to
+		// finish; the kernel asks to try again.
+		if err == unix.EAGAIN && attempt < 16 {
+			continue
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "openat2", Path: path, Err: err}
+		}
+		return os.NewFile(uintptr(fd), path), nil
+	}
 }
 
 // file resolves path inside the new root as a file to mount on, creating it
 // (and its parents) if missing.
 func (b *builder) file(path string) (*os.File, error) {
-	if f, err := pathrs.OpenatInRoot(b.root, path); err == nil {
+	if f, err := openInRoot(b.root, path); err == nil {
 		return f, nil
 	}
 	parent, err := pathrs.MkdirAllHandle(b.root, filepath.Dir(path), 0o755)
@@ -630,7 +655,7 @@ func (b *builder) file(path string) (*os.File, error) {
 	if err == nil {
 		unix.Close(fd)
 	}
-	return pathrs.OpenatInRoot(parent, name)
+	return openInRoot(parent, name)
 }
 
 // attach clones the mount at (dirfd, path), sets attrs on the clone while it

@@ -2,8 +2,8 @@ package test
 
 import (
 	"os"
-	"strconv"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -72,7 +72,7 @@ func TestMounts(t *testing.T) {
 			t.Errorf("rw mount: host sees %q", b)
 		}
 		// A file mounted on a file.
-		if out := mustRun(t, m, "run", "--mount", filepath.Join(dir, "data") + ":/etc/jail-data", "--", "cat", "/etc/jail-data"); out != "shared\n" {
+		if out := mustRun(t, m, "run", "--mount", filepath.Join(dir, "data")+":/etc/jail-data", "--", "cat", "/etc/jail-data"); out != "shared\n" {
 			t.Errorf("file mount: %q", out)
 		}
 	})
