@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 
@@ -40,10 +39,30 @@ const (
 	maxMounts     = 64
 )
 
-var (
-	envKeyPattern   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]*$`)
-	hostnamePattern = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$`)
-)
+// validEnvKey: a letter or '_', then letters, digits, '_', '.' or '-'.
+func validEnvKey(k string) bool {
+	for i, c := range k {
+		switch {
+		case c == '_' || ('A' <= c && c <= 'Z') || ('a' <= c && c <= 'z'):
+		case i > 0 && (('0' <= c && c <= '9') || c == '.' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return k != ""
+}
+
+// validHostname: letters, digits, '-' and '.', starting and ending with a
+// letter or digit.
+func validHostname(h string) bool {
+	for i, c := range h {
+		alnum := ('0' <= c && c <= '9') || ('A' <= c && c <= 'Z') || ('a' <= c && c <= 'z')
+		if !alnum && ((c != '-' && c != '.') || i == 0 || i == len(h)-1) {
+			return false
+		}
+	}
+	return h != ""
+}
 
 // plan is a validated Spec turned into what the init needs, plus the host
 // objects the supervisor opened for it.
@@ -116,7 +135,7 @@ func prepare(spec *Spec) (*plan, error) {
 	if hostname == "" {
 		hostname = defaultHostname
 	}
-	if len(hostname) > maxHostname || !hostnamePattern.MatchString(hostname) {
+	if len(hostname) > maxHostname || !validHostname(hostname) {
 		return nil, invalid("--hostname", "%q: must be 1 to %d letters, digits, '-' or '.'", truncate(hostname), maxHostname)
 	}
 
@@ -315,7 +334,7 @@ func buildEnv(spec *Spec, home string) ([]string, error) {
 		if !hasValue {
 			return nil, invalid("--env "+truncate(e), "must be K=V")
 		}
-		if len(k) > maxEnvKey || !envKeyPattern.MatchString(k) {
+		if len(k) > maxEnvKey || !validEnvKey(k) {
 			return nil, invalid("--env "+truncate(k), "not a valid variable name (at most %d of A-Z a-z 0-9 _ . -)", maxEnvKey)
 		}
 		if len(e) > maxArgBytes || strings.IndexByte(e, 0) >= 0 {
