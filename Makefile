@@ -5,7 +5,7 @@ GO ?= go
 TEST_PACKAGES := busybox-static bubblewrap util-linux
 BENCH_PACKAGES := bubblewrap hyperfine
 
-.PHONY: build test test-deps bench vet clean
+.PHONY: build test test-deps test-vm bench vet clean
 
 build:
 	$(GO) build -o bin/jail ./cmd/jail
@@ -22,6 +22,17 @@ test-deps:
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 		else echo "make test needs these Debian packages:$$missing" >&2; exit 1; fi; \
 	fi
+
+# The integration suite inside a throwaway VM running Debian's stock kernel
+# with a pure cgroup v2 hierarchy (../shared/tools/vm-cgroup2). Binaries are
+# built here; only running happens in the guest.
+VM_RUN ?= $(CURDIR)/../shared/tools/vm-cgroup2/run.sh
+test-vm:
+	mkdir -p bin/vm
+	$(GO) build -o bin/vm/jail ./cmd/jail
+	CGO_ENABLED=0 $(GO) build -o bin/vm/jailprobe ./test/jailprobe
+	$(GO) test -c -o bin/vm/integration.test ./test
+	cd test && JAIL_TEST_BINARIES=$(CURDIR)/bin/vm $(VM_RUN) --timeout 900 -- $(CURDIR)/bin/vm/integration.test -test.v -test.timeout 14m
 
 # Start-up time of jail beside bubblewrap, unshare and the bare command,
 # interleaved in one run (see test/startbench).

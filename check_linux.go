@@ -168,7 +168,8 @@ func checkIDMap(id namespaces.Identity) Feature {
 	defer unix.Close(tree)
 	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(ns.Fd())}
 	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, &attr); err != nil {
-		f.Detail = "not available: " + err.Error() + " (--workspace and rw --mount need it as root)"
+		f.Detail = "not available on " + os.TempDir() + ": " + err.Error() +
+			" (a writable --workspace or --mount there runs the sandbox user as the directory's owner instead)"
 		return f
 	}
 	f.Available = true

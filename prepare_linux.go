@@ -1,6 +1,7 @@
 package jail
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -204,22 +205,19 @@ func prepare(spec *Spec) (*plan, error) {
 		return nil, invalid("--mount", "more than %d mounts", maxMounts)
 	}
 	callerHome, _ := os.UserHomeDir()
-	mapped := map[[2]int]*os.File{}
-	defer func() {
-		for _, ns := range mapped {
-			ns.Close()
-		}
-	}()
 	for _, m := range mounts {
 		flag := "--mount " + m.Source
 		if m.Destination == "/workspace" && m.Source == spec.Workspace {
 			flag = "--workspace " + m.Source
 		}
-		cm, err := p.mount(m, callerHome, mapped)
+		cm, err := checkMount(m, callerHome)
 		if err != nil {
 			return nil, invalid(flag, "%v", err)
 		}
 		p.cfg.Mounts = append(p.cfg.Mounts, cm)
+	}
+	if err := p.shareWritableMounts(); err != nil {
+		return nil, err
 	}
 
 	if spec.Workdir != "" {
@@ -232,9 +230,8 @@ func prepare(spec *Spec) (*plan, error) {
 	return p, nil
 }
 
-// mount validates one bind mount and, as root, prepares an id-mapped clone of
-// a writable source so the sandbox's writes land as the directory's owner.
-func (p *plan) mount(m Mount, callerHome string, mapped map[[2]int]*os.File) (config.Mount, error) {
+// checkMount validates one bind mount and resolves its source.
+func checkMount(m Mount, callerHome string) (config.Mount, error) {
 	if !filepath.IsAbs(m.Source) {
 		return config.Mount{}, fmt.Errorf("source must be an absolute path")
 	}
@@ -253,40 +250,101 @@ func (p *plan) mount(m Mount, callerHome string, mapped map[[2]int]*os.File) (co
 		return config.Mount{}, fmt.Errorf("refused: %v", err)
 	}
 	sys := st.Sys().(*syscall.Stat_t)
-	cm := config.Mount{
+	return config.Mount{
 		Source: path, SourceDev: uint64(sys.Dev), SourceIno: sys.Ino, SourceIsDir: st.IsDir(),
+		SourceUID: int(sys.Uid), SourceGID: int(sys.Gid),
 		Destination: filepath.Clean(m.Destination), Writable: m.Writable, FD: -1,
+	}, nil
+}
+
+// shareWritableMounts makes what the sandbox writes in a writable mount
+// belong to the mounted directory's owner on the host. Rootless, the sandbox
+// user already is the caller. As root, each writable mount becomes an
+// id-mapped clone (owner <-> sandbox user). Where the kernel cannot id-map
+// the filesystem (tmpfs before Linux 6.3), the sandbox user is mapped onto
+// the owner instead, if all writable mounts have the same unprivileged one.
+func (p *plan) shareWritableMounts() error {
+	if p.id.Rootless {
+		return nil
 	}
-	if !m.Writable || p.id.Rootless {
-		// Rootless, the sandbox user is the caller: writes already belong
-		// to the caller on the host.
-		return cm, nil
+	var writable []int
+	for i, m := range p.cfg.Mounts {
+		if m.Writable {
+			writable = append(writable, i)
+		}
 	}
+	if len(writable) == 0 {
+		return nil
+	}
+	err := p.idmapMounts(writable)
+	if err == nil || !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.EOPNOTSUPP) {
+		return err
+	}
+	first := p.cfg.Mounts[writable[0]]
+	for _, i := range writable {
+		if m := p.cfg.Mounts[i]; m.SourceUID != first.SourceUID || m.SourceGID != first.SourceGID {
+			return invalid("--mount "+m.Source, "this kernel cannot id-map its filesystem, and writable mounts with different owners cannot share one sandbox user")
+		}
+	}
+	if mapErr := p.id.MapUserOnto(first.SourceUID, first.SourceGID); mapErr != nil {
+		return invalid("--mount "+first.Source, "this kernel cannot id-map its filesystem (%v), and %v", err, mapErr)
+	}
+	return nil
+}
+
+// idmapMounts replaces the writable mounts by id-mapped detached clones,
+// passed to the init as files. On failure none is kept.
+func (p *plan) idmapMounts(writable []int) (err error) {
 	hostUID, _ := p.id.HostUID(p.cfg.Process.UID)
 	hostGID, _ := p.id.HostGID(p.cfg.Process.GID)
-	key := [2]int{int(sys.Uid), int(sys.Gid)}
-	ns := mapped[key]
-	if ns == nil {
-		ns, err = namespaces.MappingUserns(
-			[]syscall.SysProcIDMap{{ContainerID: int(sys.Uid), HostID: hostUID, Size: 1}},
-			[]syscall.SysProcIDMap{{ContainerID: int(sys.Gid), HostID: hostGID, Size: 1}})
+	kept := len(p.files)
+	defer func() {
 		if err != nil {
-			return config.Mount{}, err
+			for _, f := range p.files[kept:] {
+				f.Close()
+			}
+			p.files = p.files[:kept]
+			for _, i := range writable {
+				p.cfg.Mounts[i].FD = -1
+			}
 		}
-		mapped[key] = ns
+	}()
+	namespaces := map[[2]int]*os.File{}
+	defer func() {
+		for _, ns := range namespaces {
+			ns.Close()
+		}
+	}()
+	for _, i := range writable {
+		m := &p.cfg.Mounts[i]
+		owner := [2]int{m.SourceUID, m.SourceGID}
+		ns := namespaces[owner]
+		if ns == nil {
+			if ns, err = mappingUserns(owner, hostUID, hostGID); err != nil {
+				return invalid("--mount "+m.Source, "%v", err)
+			}
+			namespaces[owner] = ns
+		}
+		tree, err := unix.OpenTree(unix.AT_FDCWD, m.Source, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+		if err != nil {
+			return invalid("--mount "+m.Source, "clone mount: %w", err)
+		}
+		p.files = append(p.files, os.NewFile(uintptr(tree), m.Source))
+		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV, Userns_fd: uint64(ns.Fd())}
+		if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+			return invalid("--mount "+m.Source, "id-mapped mount: %w", err)
+		}
+		m.FD = 3 + len(p.files) // fd 3 is the control socket
 	}
-	tree, err := unix.OpenTree(unix.AT_FDCWD, path, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
-	if err != nil {
-		return config.Mount{}, fmt.Errorf("clone mount: %w", err)
-	}
-	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV, Userns_fd: uint64(ns.Fd())}
-	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, &attr); err != nil {
-		unix.Close(tree)
-		return config.Mount{}, fmt.Errorf("id-mapped mount (needed so files belong to the directory's owner): %w", err)
-	}
-	p.files = append(p.files, os.NewFile(uintptr(tree), path))
-	cm.FD = 3 + len(p.files) // fd 3 is the control socket
-	return cm, nil
+	return nil
+}
+
+// mappingUserns makes the user namespace that shows files of owner as the
+// sandbox user's host ids.
+func mappingUserns(owner [2]int, hostUID, hostGID int) (*os.File, error) {
+	return namespaces.MappingUserns(
+		[]syscall.SysProcIDMap{{ContainerID: owner[0], HostID: hostUID, Size: 1}},
+		[]syscall.SysProcIDMap{{ContainerID: owner[1], HostID: hostGID, Size: 1}})
 }
 
 // resolveHostPath makes path canonical (every symlink resolved, so the init

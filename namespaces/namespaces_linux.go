@@ -72,6 +72,36 @@ func ForCaller(user, group uint32) (Identity, error) {
 	}, nil
 }
 
+// MapUserOnto maps the command's user and group onto the given host ids
+// instead of the unprivileged range; the rest of the range stays. It is the
+// fallback for sharing a writable directory when the kernel cannot id-map
+// its filesystem: the sandbox user then is the directory's owner, as in
+// rootless mode. Host root is refused.
+func (id *Identity) MapUserOnto(hostUID, hostGID int) error {
+	if id.Rootless {
+		return fmt.Errorf("rootless sandboxes already run as the caller")
+	}
+	if hostUID == 0 || hostGID == 0 {
+		return fmt.Errorf("the sandbox user may not be host root")
+	}
+	id.UIDMap = splitRange(id.UIDMap[0], int(id.User), hostUID)
+	id.GIDMap = splitRange(id.GIDMap[0], int(id.Group), hostGID)
+	return nil
+}
+
+// splitRange maps inside id `one` onto host instead of its place in r.
+func splitRange(r syscall.SysProcIDMap, one, host int) []syscall.SysProcIDMap {
+	var out []syscall.SysProcIDMap
+	if one > r.ContainerID {
+		out = append(out, syscall.SysProcIDMap{ContainerID: r.ContainerID, HostID: r.HostID, Size: one - r.ContainerID})
+	}
+	out = append(out, syscall.SysProcIDMap{ContainerID: one, HostID: host, Size: 1})
+	if end := r.ContainerID + r.Size; one+1 < end {
+		out = append(out, syscall.SysProcIDMap{ContainerID: one + 1, HostID: r.HostID + one + 1 - r.ContainerID, Size: end - one - 1})
+	}
+	return out
+}
+
 // HostUID returns the host uid that sandbox uid id maps to, and whether it is
 // mapped at all.
 func (id Identity) HostUID(uid uint32) (int, bool) { return lookup(id.UIDMap, uid) }

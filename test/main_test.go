@@ -61,13 +61,8 @@ func setup(m *testing.M) (int, error) {
 	}
 	jailBin = filepath.Join(workDir, "bin", "jail")
 	probeDir = filepath.Join(workDir, "probe")
-	if out, err := exec.Command("go", "build", "-o", jailBin, "../cmd/jail").CombinedOutput(); err != nil {
-		return 1, fmt.Errorf("build jail: %v\n%s", err, out)
-	}
-	build := exec.Command("go", "build", "-o", filepath.Join(probeDir, "jailprobe"), "./jailprobe")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		return 1, fmt.Errorf("build jailprobe: %v\n%s", err, out)
+	if err := buildBinaries(); err != nil {
+		return 1, err
 	}
 	if rootfsDir, err = makeBusyboxRootfs(filepath.Join(workDir, "rootfs")); err != nil {
 		return 1, err
@@ -76,6 +71,37 @@ func setup(m *testing.M) (int, error) {
 		return 1, err
 	}
 	return m.Run(), nil
+}
+
+// buildBinaries builds jail and jailprobe into the suite's directory, or
+// copies them from $JAIL_TEST_BINARIES when that is set (for running the
+// compiled suite in a VM, where compiling is slow).
+func buildBinaries() error {
+	probe := filepath.Join(probeDir, "jailprobe")
+	if dir := os.Getenv("JAIL_TEST_BINARIES"); dir != "" {
+		for src, dst := range map[string]string{filepath.Join(dir, "jail"): jailBin, filepath.Join(dir, "jailprobe"): probe} {
+			data, err := os.ReadFile(src)
+			if err != nil {
+				return err
+			}
+			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+				return err
+			}
+			if err := os.WriteFile(dst, data, 0o755); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if out, err := exec.Command("go", "build", "-o", jailBin, "../cmd/jail").CombinedOutput(); err != nil {
+		return fmt.Errorf("build jail: %v\n%s", err, out)
+	}
+	build := exec.Command("go", "build", "-o", probe, "./jailprobe")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("build jailprobe: %v\n%s", err, out)
+	}
+	return nil
 }
 
 // makeBusyboxRootfs lays out a minimal root filesystem from Debian's

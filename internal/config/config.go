@@ -44,6 +44,9 @@ type Mount struct {
 	Source    string `json:"source"`
 	SourceDev uint64 `json:"source_dev"`
 	SourceIno uint64 `json:"source_ino"`
+	// SourceUID and SourceGID own the source on the host.
+	SourceUID int `json:"source_uid"`
+	SourceGID int `json:"source_gid"`
 	// SourceIsDir tells whether the mountpoint to create is a directory.
 	SourceIsDir bool `json:"source_is_dir"`
 	// Destination is an absolute, clean path inside the sandbox.
