@@ -80,6 +80,32 @@ func (s *screen) waitFor(t *testing.T, want string) {
 	}
 }
 
+// waitForAsking repeats ask until the screen shows want: for state that
+// changes asynchronously, such as a window size travelling as SIGWINCH.
+func (s *screen) waitForAsking(t *testing.T, want string, ask func()) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(s.buf.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%q never appeared; screen:\n%s", want, s.buf.String())
+		}
+		ask()
+		tick := time.After(200 * time.Millisecond)
+	drain:
+		for {
+			select {
+			case b, ok := <-s.data:
+				if !ok {
+					t.Fatalf("terminal closed before %q", want)
+				}
+				s.buf.Write(b)
+			case <-tick:
+				break drain
+			}
+		}
+	}
+}
+
 func TestInteractiveShellOnATerminal(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		master, slave := openTerminal(t)
@@ -115,16 +141,19 @@ func TestInteractiveShellOnATerminal(t *testing.T) {
 		master.WriteString("stty size\r")
 		scr.waitFor(t, "33 101")
 		unix.IoctlSetWinsize(int(master.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 40, Col: 120})
-		time.Sleep(100 * time.Millisecond) // let SIGWINCH travel before asking
-		master.WriteString("stty size\r")
-		scr.waitFor(t, "40 120")
+		scr.waitForAsking(t, "40 120", func() { master.WriteString("stty size\r") })
 
-		// Ctrl-C interrupts the sandboxed command, not jail.
-		master.WriteString("sleep 1000\r")
-		time.Sleep(200 * time.Millisecond)
+		// Ctrl-C interrupts the sandboxed command, not jail. The quotes keep
+		// the terminal's echo of the typed line from matching the output.
+		master.WriteString("echo sle''eping; sleep 1000; echo not-interrupted\r")
+		scr.waitFor(t, "sleeping")
+		time.Sleep(100 * time.Millisecond) // the sleep has started by now, or ^C hits the shell: both interrupt the line
 		master.WriteString("\x03")
-		master.WriteString("echo after-interrupt\r")
+		master.WriteString("echo after-''interrupt $?\r")
 		scr.waitFor(t, "after-interrupt")
+		if strings.Contains(scr.buf.String(), "\nnot-interrupted") {
+			t.Errorf("Ctrl-C did not interrupt the command")
+		}
 
 		// Line editing: erase a typo before Enter.
 		master.WriteString("echo tyx\x7fpo-fixed\r")
