@@ -8,7 +8,7 @@ BENCH_PACKAGES := bubblewrap hyperfine
 .PHONY: build test test-deps test-vm bench vet clean
 
 build:
-	$(GO) build -o bin/jail ./cmd/jail
+	$(GO) build -tags netgo,osusergo -o bin/jail ./cmd/jail
 
 # The whole suite: unit tests and integration tests that start real
 # sandboxes as root and as an unprivileged user (created when missing).
@@ -29,7 +29,7 @@ test-deps:
 VM_RUN ?= $(CURDIR)/../shared/tools/vm-cgroup2/run.sh
 test-vm:
 	mkdir -p bin/vm
-	$(GO) build -o bin/vm/jail ./cmd/jail
+	$(GO) build -tags netgo,osusergo -o bin/vm/jail ./cmd/jail
 	CGO_ENABLED=0 $(GO) build -o bin/vm/jailprobe ./test/jailprobe
 	$(GO) test -c -o bin/vm/integration.test ./test
 	cd test && JAIL_TEST_BINARIES=$(CURDIR)/bin/vm $(VM_RUN) --timeout 900 -- $(CURDIR)/bin/vm/integration.test -test.v -test.timeout 14m

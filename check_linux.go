@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/jail-sandbox/jail/cgroups"
 	"github.com/jail-sandbox/jail/internal/initstage"
 	"github.com/jail-sandbox/jail/namespaces"
 )
@@ -61,7 +62,7 @@ func Check() []Feature {
 		ovl.Detail += " (--rootfs and --image need it)"
 	}
 	out = append(out, ovl)
-	out = append(out, checkCgroups(id), checkSeccomp(), checkIDMap(id), checkLandlock())
+	out = append(out, checkCgroups(), checkSeccomp(), checkIDMap(id), checkLandlock())
 	return out
 }
 
@@ -93,38 +94,22 @@ func probeFeature(id namespaces.Identity, flags uintptr, what string) Feature {
 	return Feature{Available: true, Detail: "available"}
 }
 
-func checkCgroups(id namespaces.Identity) Feature {
+func checkCgroups() Feature {
 	f := Feature{Name: "cgroups"}
+	layout := "v1"
 	var st unix.Statfs_t
-	if err := unix.Statfs("/sys/fs/cgroup", &st); err != nil {
-		f.Detail = "not available: /sys/fs/cgroup: " + err.Error()
+	if unix.Statfs("/sys/fs/cgroup", &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
+		layout = "v2"
+	} else if unix.Statfs("/sys/fs/cgroup/unified", &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
+		layout = "v1 (hybrid: the v2 hierarchy holds no controllers)"
+	}
+	v, err := cgroups.Detect()
+	if v == cgroups.None {
+		f.Detail = fmt.Sprintf("not available: %s: %v; limits fall back to RLIMIT_DATA and RLIMIT_NPROC, --cpus is not enforced", layout, err)
 		return f
 	}
-	if st.Type == unix.CGROUP2_SUPER_MAGIC {
-		ctrl, _ := os.ReadFile("/sys/fs/cgroup/cgroup.controllers")
-		f.Detail = "v2 (controllers: " + strings.TrimSpace(string(ctrl)) + ")"
-		f.Available = unix.Access("/sys/fs/cgroup", unix.W_OK) == nil
-	} else {
-		var usable []string
-		for _, c := range []string{"memory", "cpu", "pids"} {
-			if unix.Access("/sys/fs/cgroup/"+c, unix.W_OK) == nil {
-				usable = append(usable, c)
-			}
-		}
-		f.Detail = "v1"
-		if unix.Statfs("/sys/fs/cgroup/unified", &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
-			f.Detail = "v1 (hybrid: the v2 hierarchy holds no controllers)"
-		}
-		f.Available = len(usable) == 3
-		if len(usable) > 0 {
-			f.Detail += "; usable by you: " + strings.Join(usable, ", ")
-		}
-	}
-	if !f.Available && id.Rootless {
-		f.Detail += "; not writable by you"
-	}
-	f.Detail = map[bool]string{true: "available: ", false: "not available: "}[f.Available] + f.Detail +
-		"; jail does not enforce limits yet"
+	f.Available = true
+	f.Detail = fmt.Sprintf("available: %s; memory (swap included), cpu and pids limits, OOM and usage reporting", layout)
 	return f
 }
 

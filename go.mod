@@ -3,8 +3,21 @@ module github.com/jail-sandbox/jail
 go 1.26.0
 
 require (
+	github.com/containerd/cgroups/v3 v3.1.3
 	github.com/cyphar/filepath-securejoin v0.7.0
+	github.com/opencontainers/runtime-spec v1.3.0
 	golang.org/x/sys v0.49.0
 )
 
-require cyphar.com/go-pathrs v0.2.5 // indirect
+require (
+	cyphar.com/go-pathrs v0.2.5 // indirect
+	github.com/cilium/ebpf v0.16.0 // indirect
+	github.com/containerd/log v0.1.0 // indirect
+	github.com/coreos/go-systemd/v22 v22.5.0 // indirect
+	github.com/docker/go-units v0.5.0 // indirect
+	github.com/godbus/dbus/v5 v5.1.0 // indirect
+	github.com/moby/sys/userns v0.1.0 // indirect
+	github.com/sirupsen/logrus v1.9.3 // indirect
+	golang.org/x/exp v0.0.0-20241108190413-2d47ceb2692f // indirect
+	google.golang.org/protobuf v1.35.2 // indirect
+)

@@ -5,6 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/jail-sandbox/jail/cgroups"
 	"github.com/jail-sandbox/jail/internal/initstage"
 	"github.com/jail-sandbox/jail/namespaces"
 )
@@ -23,6 +24,8 @@ func Init() {
 			what = os.Args[1]
 		}
 		initstage.Probe(what)
+	case cgroups.JanitorArg:
+		cgroups.Janitor(os.Args[1:])
 	case namespaces.HolderArg:
 		// Owns a user namespace for id-mapped mounts until killed.
 		for {

@@ -91,6 +91,10 @@ type Spec struct {
 	// Stdin, Stdout and Stderr connect the command; nil means nothing.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
+	// Notices receives jail's own remarks about the sandbox (such as
+	// limits this host cannot enforce), one line each, once the command
+	// has started; nil discards them.
+	Notices io.Writer
 }
 
 // Mount is a bind mount of a host path into the sandbox.

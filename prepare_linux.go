@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/jail-sandbox/jail/cgroups"
 	"github.com/jail-sandbox/jail/internal/config"
 	"github.com/jail-sandbox/jail/namespaces"
 	"github.com/jail-sandbox/jail/rootfs"
@@ -25,9 +26,8 @@ const (
 	defaultHostname    = "jail"
 	defaultPath        = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-	scratchSize = 512 << 20 // /tmp, /var/tmp, home, the writable root layer
-	runSize     = 16 << 20
-	shmSize     = 64 << 20
+	runSize = 16 << 20
+	shmSize = 64 << 20
 )
 
 // Bounds on what a caller may pass; past them the kernel would refuse the
@@ -72,6 +72,11 @@ type plan struct {
 	id  namespaces.Identity
 	// files are handed to the init after the control socket, as fd 4...
 	files []*os.File
+	// cgroup is the layout the sandbox's cgroup goes in (None: rlimits).
+	cgroup cgroups.Version
+	limits cgroups.Limits
+	// notices are jail's own one-line remarks, shown once the command runs.
+	notices []string
 }
 
 func (p *plan) close() {
@@ -162,12 +167,26 @@ func prepare(spec *Spec) (*plan, error) {
 		return nil, invalid("command", "arguments and environment exceed %d bytes", maxTotalBytes)
 	}
 
+	p.limits = cgroups.Limits{Memory: spec.Memory, CPUs: spec.CPUs, Pids: int64(spec.Pids)}
+	if p.limits.Memory == 0 {
+		p.limits.Memory = defaultMemory
+	}
+	if p.limits.CPUs == 0 {
+		p.limits.CPUs = defaultCPUs
+	}
+	if p.limits.Pids == 0 {
+		p.limits.Pids = defaultPids
+	}
+	// Each writable tmpfs may take half the memory limit: filling one gives
+	// ENOSPC before the memory limit is reached (tmpfs pages are charged to
+	// the sandbox's memory).
+	scratch := p.limits.Memory / 2
 	p.cfg = config.Init{
 		Hostname: hostname,
 		Rootfs:   config.Rootfs{ReadOnly: spec.ReadOnly},
 		Limits: config.Limits{
-			TmpSize: scratchSize, RunSize: runSize, ShmSize: shmSize,
-			UpperSize: scratchSize, HomeSize: scratchSize,
+			TmpSize: scratch, RunSize: min(runSize, scratch), ShmSize: min(shmSize, scratch),
+			UpperSize: scratch, HomeSize: scratch,
 		},
 		Process: config.Process{
 			Args: spec.Command, Env: env, Cwd: "/",
@@ -177,6 +196,11 @@ func prepare(spec *Spec) (*plan, error) {
 	}
 	if uid == 0 {
 		p.cfg.Rootfs.Home = home
+	}
+	var why error
+	if p.cgroup, why = cgroups.Detect(); p.cgroup == cgroups.None {
+		p.cfg.Limits.RlimitData, p.cfg.Limits.RlimitNproc = p.limits.Memory, p.limits.Pids
+		p.notices = append(p.notices, fmt.Sprintf("no cgroup for this sandbox (%v): memory is bounded per process (RLIMIT_DATA) and tasks by RLIMIT_NPROC; --cpus is not enforced", why))
 	}
 	if spec.TTY && spec.WindowSize != nil {
 		p.cfg.Process.Rows, p.cfg.Process.Cols = spec.WindowSize.Rows, spec.WindowSize.Cols

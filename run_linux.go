@@ -2,6 +2,7 @@ package jail
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/jail-sandbox/jail/cgroups"
 	"github.com/jail-sandbox/jail/internal/control"
 	"github.com/jail-sandbox/jail/internal/initstage"
 )
@@ -46,6 +48,8 @@ type supervisor struct {
 	copies   sync.WaitGroup
 	masterMu sync.Mutex
 	master   *os.File // the command's terminal, with --tty
+	cgroup   cgroups.Manager
+	janitor  chan func() // yields the janitor's release
 }
 
 // report is what the init said over the control socket.
@@ -77,13 +81,29 @@ func (s *supervisor) run(ctx context.Context) (Result, error) {
 		initEnd.Close()
 		return Result{ExitCode: ExitSetup}, &SetupError{Step: "start", Err: err}
 	}
+	if err := s.createCgroup(); err != nil {
+		initEnd.Close()
+		return Result{ExitCode: ExitSetup}, err
+	}
+	defer s.destroyCgroup()
 	if err := s.startInit(initEnd); err != nil {
 		return Result{ExitCode: ExitSetup}, err
 	}
 
 	reports := make(chan report, 1)
 	go func() { reports <- s.listen() }()
-	if err := s.conn.Send(control.Message{Kind: control.KindRelease}); err != nil {
+	// v1: the init is moved into its cgroup while it builds the sandbox;
+	// only then may it start the command, which so never runs outside.
+	release := control.Message{Kind: control.KindRelease}
+	if s.cgroup != nil && s.cgroup.CloneFD() < 0 {
+		if err := s.cgroup.Attach(s.cmd.Process.Pid); err != nil {
+			_ = s.cmd.Process.Kill()
+			_ = s.cmd.Wait()
+			<-reports
+			return Result{ExitCode: ExitSetup}, &SetupError{Step: "cgroup", Err: err}
+		}
+	}
+	if err := s.conn.Send(release); err != nil {
 		_ = s.cmd.Process.Kill()
 	}
 
@@ -125,6 +145,15 @@ wait:
 			res.PeakMemoryBytes = ru.Maxrss * 1024
 		}
 	}
+	if s.cgroup != nil {
+		if usage, err := s.cgroup.Usage(); err == nil {
+			res.CPUMS = usage.CPU.Milliseconds()
+			if usage.PeakMemory > 0 {
+				res.PeakMemoryBytes = usage.PeakMemory
+			}
+			res.OOMKilled = usage.OOMKills > 0
+		}
+	}
 	res.Stdout, res.Stderr = s.stdout.String(), s.stderr.String()
 	res.Truncated = s.stdout.truncated || s.stderr.truncated
 
@@ -143,11 +172,57 @@ wait:
 		return res, ctx.Err()
 	case rep.exited:
 		res.ExitCode, res.Signal = rep.code, rep.signal
+	case res.OOMKilled:
+		// The OOM killer took the init itself: the sandbox died of it.
+		res.ExitCode, res.Signal = 128+int(unix.SIGKILL), int(unix.SIGKILL)
 	default:
 		res.ExitCode = ExitSetup
 		return res, &SetupError{Step: "init", Err: fmt.Errorf("ended before reporting: %v", waitErr)}
 	}
 	return res, nil
+}
+
+// createCgroup makes the sandbox's cgroup, with a janitor that removes it
+// even if this process is killed.
+func (s *supervisor) createCgroup() error {
+	if s.plan.cgroup == cgroups.None {
+		return nil
+	}
+	name := sandboxName()
+	// The janitor starts while the cgroup is made and the init starts.
+	janitor := make(chan func(), 1)
+	go func() {
+		release, wait, err := cgroups.StartJanitor(cgroups.PathsFor(s.plan.cgroup, name))
+		if err != nil {
+			janitor <- func() {}
+			return
+		}
+		janitor <- func() { release.Close(); go wait() }
+	}()
+	s.janitor = janitor
+	cg, err := cgroups.New(s.plan.cgroup, name, s.plan.limits)
+	if err != nil {
+		return &SetupError{Step: "cgroup", Err: err}
+	}
+	s.cgroup = cg
+	return nil
+}
+
+// destroyCgroup removes the cgroup, then lets the janitor go.
+func (s *supervisor) destroyCgroup() {
+	if s.cgroup != nil {
+		_ = s.cgroup.Destroy()
+	}
+	if s.janitor != nil {
+		(<-s.janitor)()
+	}
+}
+
+// sandboxName names a sandbox uniquely on this host.
+func sandboxName() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%d-%x", os.Getpid(), b)
 }
 
 // startInit starts the init in its new namespaces with its stdio and its end
@@ -162,6 +237,10 @@ func (s *supervisor) startInit(initEnd *os.File) error {
 		Env:         []string{},
 		ExtraFiles:  append([]*os.File{initEnd}, s.plan.files...),
 		SysProcAttr: s.plan.id.SysProcAttr(),
+	}
+	if s.cgroup != nil && s.cgroup.CloneFD() >= 0 {
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = s.cgroup.CloneFD()
 	}
 	// The child's ends of the stdio pipes are closed here once it has
 	// them, so EOF on ours means every process in the sandbox is gone.
@@ -254,6 +333,11 @@ func (s *supervisor) listen() report {
 		case control.KindExecError:
 			rep.execErr = &ExecError{Code: msg.Code, Reason: msg.Reason}
 		case control.KindStarted:
+			if s.spec.Notices != nil {
+				for _, n := range s.plan.notices {
+					fmt.Fprintln(s.spec.Notices, n)
+				}
+			}
 			if len(files) == 1 && s.spec.TTY {
 				s.attachTerminal(files[0])
 				files = nil

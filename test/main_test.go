@@ -93,7 +93,7 @@ func buildBinaries() error {
 		}
 		return nil
 	}
-	if out, err := exec.Command("go", "build", "-o", jailBin, "../cmd/jail").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-tags", "netgo,osusergo", "-o", jailBin, "../cmd/jail").CombinedOutput(); err != nil {
 		return fmt.Errorf("build jail: %v\n%s", err, out)
 	}
 	build := exec.Command("go", "build", "-o", probe, "./jailprobe")
@@ -254,6 +254,7 @@ type hostState struct {
 	mounts    []string
 	processes []string
 	tmp       []string
+	cgroups   []string
 }
 
 func snapshot() hostState {
@@ -279,6 +280,15 @@ func snapshot() hostState {
 	tmp, _ := os.ReadDir(os.TempDir())
 	for _, e := range tmp {
 		s.tmp = append(s.tmp, e.Name())
+	}
+	// Sandbox cgroups: children of jail's parent in any hierarchy.
+	for _, pattern := range []string{"/sys/fs/cgroup/*/jail/*", "/sys/fs/cgroup/jail/*"} {
+		matches, _ := filepath.Glob(pattern)
+		for _, m := range matches {
+			if st, err := os.Stat(m); err == nil && st.IsDir() {
+				s.cgroups = append(s.cgroups, m)
+			}
+		}
 	}
 	return s
 }
@@ -312,7 +322,7 @@ func (s hostState) diff(o hostState) string {
 	for _, d := range []struct {
 		what       string
 		before, at []string
-	}{{"mounts", s.mounts, o.mounts}, {"sandbox processes", s.processes, o.processes}, {"entries in " + os.TempDir(), s.tmp, o.tmp}} {
+	}{{"mounts", s.mounts, o.mounts}, {"sandbox processes", s.processes, o.processes}, {"entries in " + os.TempDir(), s.tmp, o.tmp}, {"cgroups", s.cgroups, o.cgroups}} {
 		if added := minus(d.at, d.before); len(added) > 0 {
 			out = append(out, fmt.Sprintf("%s left behind: %v", d.what, added))
 		}

@@ -83,7 +83,12 @@ func TestOutputStreamsBeforeExit(t *testing.T) {
 		if line := readLineWithin(t, out, 30*time.Second); line != "first" {
 			t.Fatalf("first stdout line %q", line)
 		}
-		if line := readLineWithin(t, bufio.NewReader(stderr), 30*time.Second); line != "err-first" {
+		errs := bufio.NewReader(stderr)
+		line := readLineWithin(t, errs, 30*time.Second)
+		for strings.HasPrefix(line, "jail: notice:") {
+			line = readLineWithin(t, errs, 30*time.Second)
+		}
+		if line != "err-first" {
 			t.Fatalf("first stderr line %q", line)
 		}
 		io.WriteString(stdin, "go\n")

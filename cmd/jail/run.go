@@ -128,6 +128,7 @@ func runCommand(args []string) int {
 	defer signal.Stop(signals)
 	spec.Signals = signals
 	spec.Stdin = os.Stdin
+	spec.Notices = noticeWriter{}
 	if !spec.Capture {
 		spec.Stdout, spec.Stderr = os.Stdout, os.Stderr
 	}
@@ -155,6 +156,14 @@ func runCommand(args []string) int {
 		fmt.Println(string(out))
 	}
 	return res.ExitCode
+}
+
+// noticeWriter prints jail's notices as "jail: notice: ..." lines.
+type noticeWriter struct{}
+
+func (noticeWriter) Write(p []byte) (int, error) {
+	fmt.Fprintf(os.Stderr, "jail: notice: %s", p)
+	return len(p), nil
 }
 
 // attachTerminal puts the caller's terminal (if stdin is one) in raw mode so

@@ -82,4 +82,8 @@ type Limits struct {
 	ShmSize   int64 `json:"shm_size"`
 	UpperSize int64 `json:"upper_size"`
 	HomeSize  int64 `json:"home_size"`
+	// RlimitData and RlimitNproc, when not 0, are set before the command
+	// runs: the fallback where no cgroup can hold the sandbox.
+	RlimitData  int64 `json:"rlimit_data,omitempty"`
+	RlimitNproc int64 `json:"rlimit_nproc,omitempty"`
 }

@@ -133,6 +133,9 @@ func setup(cfg *config.Init, conn *control.Conn) (int, error) {
 	if err := netns.LoopbackUp(); err != nil {
 		return 0, &setupError{step: "network", err: err}
 	}
+	if err := setRlimits(cfg.Limits); err != nil {
+		return 0, &setupError{step: "rlimits", err: err}
+	}
 
 	stdio := []uintptr{0, 1, 2}
 	var master *os.File
@@ -214,6 +217,24 @@ func spawn(p *config.Process, stdio []uintptr) (int, error) {
 		return 0, execFailure(p.Args[0], err)
 	}
 	return pid, nil
+}
+
+// setRlimits applies the fallback limits. RLIMIT_NPROC is counted per user
+// namespace, so it bounds this sandbox's tasks, not the caller's others.
+func setRlimits(l config.Limits) error {
+	for _, r := range []struct {
+		resource int
+		value    int64
+	}{{unix.RLIMIT_DATA, l.RlimitData}, {unix.RLIMIT_NPROC, l.RlimitNproc}} {
+		if r.value <= 0 {
+			continue
+		}
+		lim := unix.Rlimit{Cur: uint64(r.value), Max: uint64(r.value)}
+		if err := unix.Setrlimit(r.resource, &lim); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func dropCapabilities() error {

@@ -1,0 +1,108 @@
+package cgroups
+
+import (
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/containerd/cgroups/v3/cgroup1"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// v1Controllers are the only v1 hierarchies jail touches.
+var v1Controllers = []cgroup1.Name{cgroup1.Memory, cgroup1.Cpu, cgroup1.Cpuacct, cgroup1.Pids}
+
+type v1Manager struct {
+	cg   cgroup1.Cgroup
+	path string // below each hierarchy's root: /jail/<name>
+}
+
+// v1Hierarchy is the system's v1 hierarchies, limited to v1Controllers.
+func v1Hierarchy() ([]cgroup1.Subsystem, error) {
+	all, err := cgroup1.Default()
+	if err != nil {
+		return nil, err
+	}
+	var out []cgroup1.Subsystem
+	for _, s := range all {
+		for _, n := range v1Controllers {
+			if s.Name() == n {
+				out = append(out, s)
+			}
+		}
+	}
+	if len(out) != len(v1Controllers) {
+		return nil, fmt.Errorf("cgroup v1: need the %v hierarchies", v1Controllers)
+	}
+	return out, nil
+}
+
+func newV1(name string, limits Limits) (Manager, error) {
+	path := "/" + Parent + "/" + name
+	quota, period := cpuQuota(limits.CPUs)
+	// The runtime spec's Swap is memory plus swap: equal to the limit,
+	// no swapping past it.
+	resources := &specs.LinuxResources{
+		Memory: &specs.LinuxMemory{Limit: &limits.Memory, Swap: &limits.Memory},
+		CPU:    &specs.LinuxCPU{Quota: &quota, Period: &period},
+		Pids:   &specs.LinuxPids{Limit: &limits.Pids},
+	}
+	cg, err := cgroup1.New(cgroup1.StaticPath(path), resources, cgroup1.WithHierarchy(v1Hierarchy))
+	if err != nil {
+		_ = removeDirs(v1Paths(path))
+		return nil, fmt.Errorf("create cgroup %s: %w", path, err)
+	}
+	return &v1Manager{cg: cg, path: path}, nil
+}
+
+func (m *v1Manager) Version() Version { return V1 }
+func (m *v1Manager) CloneFD() int     { return -1 }
+
+// Attach writes pid to cgroup.procs of each hierarchy. On v1 this waits for
+// an RCU grace period when no migration happened lately (milliseconds), so
+// callers overlap it with the sandbox's own setup.
+func (m *v1Manager) Attach(pid int) error {
+	if err := m.cg.AddProc(uint64(pid), v1Controllers...); err != nil {
+		return fmt.Errorf("attach to cgroup %s: %w", m.path, err)
+	}
+	return nil
+}
+
+func (m *v1Manager) dir(c cgroup1.Name) string {
+	return filepath.Join(mountpoint, string(c), m.path)
+}
+
+func v1Paths(path string) []string {
+	var out []string
+	for _, c := range v1Controllers {
+		out = append(out, filepath.Join(mountpoint, string(c), path))
+	}
+	return out
+}
+
+// Usage: cpuacct.usage, memory.max_usage_in_bytes (the high-water mark of
+// memory charged to the cgroup, page cache included) and the oom_kill count
+// of memory.oom_control.
+func (m *v1Manager) Usage() (Usage, error) {
+	var u Usage
+	ns, err := readInt(filepath.Join(m.dir(cgroup1.Cpuacct), "cpuacct.usage"))
+	if err != nil {
+		return u, err
+	}
+	u.CPU = time.Duration(ns)
+	if u.PeakMemory, err = readInt(filepath.Join(m.dir(cgroup1.Memory), "memory.max_usage_in_bytes")); err != nil {
+		return u, err
+	}
+	oom, err := readKeyed(filepath.Join(m.dir(cgroup1.Memory), "memory.oom_control"))
+	if err != nil {
+		return u, err
+	}
+	u.OOMKills = oom["oom_kill"]
+	return u, nil
+}
+
+func (m *v1Manager) Paths() []string { return v1Paths(m.path) }
+
+func (m *v1Manager) Destroy() error {
+	return removeDirs(m.Paths())
+}

@@ -1,0 +1,130 @@
+package cgroups
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/containerd/cgroups/v3/cgroup2"
+	"golang.org/x/sys/unix"
+)
+
+// v2Controllers are the only controllers jail enables.
+var v2Controllers = []string{"memory", "cpu", "pids"}
+
+type v2Manager struct {
+	mgr  *cgroup2.Manager
+	dir  string
+	fd   int
+	peak bool // the kernel keeps memory.peak (Linux 5.19+)
+}
+
+func newV2(name string, limits Limits) (Manager, error) {
+	// The project's parent must pass the controllers on to its children;
+	// the root passes them to the parent (on a systemd host it already
+	// does).
+	parent, err := cgroup2.NewManager(mountpoint, "/"+Parent, &cgroup2.Resources{})
+	if err != nil {
+		return nil, fmt.Errorf("create cgroup /%s: %w", Parent, err)
+	}
+	if err := enableControllers(mountpoint); err != nil {
+		return nil, err
+	}
+	if err := parent.ToggleControllers(v2Controllers, cgroup2.Enable); err != nil {
+		return nil, fmt.Errorf("enable %v in /%s: %w", v2Controllers, Parent, err)
+	}
+	quota, period := cpuQuota(limits.CPUs)
+	zero := int64(0)
+	resources := &cgroup2.Resources{
+		Memory: &cgroup2.Memory{Max: &limits.Memory, Swap: &zero},
+		CPU:    &cgroup2.CPU{Max: cgroup2.NewCPUMax(&quota, &period)},
+		Pids:   &cgroup2.Pids{Max: limits.Pids},
+	}
+	group := "/" + Parent + "/" + name
+	mgr, err := cgroup2.NewManager(mountpoint, group, resources)
+	if err != nil {
+		_ = removeDirs([]string{filepath.Join(mountpoint, group)})
+		return nil, fmt.Errorf("create cgroup %s: %w", group, err)
+	}
+	dir := filepath.Join(mountpoint, group)
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		_ = removeDirs([]string{dir})
+		return nil, fmt.Errorf("open cgroup %s: %w", group, err)
+	}
+	_, peakErr := os.Stat(filepath.Join(dir, "memory.peak"))
+	return &v2Manager{mgr: mgr, dir: dir, fd: fd, peak: peakErr == nil}, nil
+}
+
+// enableControllers makes sure the root passes jail's controllers down.
+func enableControllers(root string) error {
+	b, err := os.ReadFile(filepath.Join(root, "cgroup.subtree_control"))
+	if err != nil {
+		return err
+	}
+	enabled := strings.Fields(string(b))
+	var missing []string
+	for _, c := range v2Controllers {
+		found := false
+		for _, e := range enabled {
+			found = found || e == c
+		}
+		if !found {
+			missing = append(missing, "+"+c)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if err := os.WriteFile(filepath.Join(root, "cgroup.subtree_control"), []byte(strings.Join(missing, " ")), 0); err != nil {
+		return fmt.Errorf("enable %v at the cgroup root: %w", missing, err)
+	}
+	return nil
+}
+
+func (m *v2Manager) Version() Version { return V2 }
+
+// CloneFD: on v2 the init is born in its cgroup (CLONE_INTO_CGROUP), so no
+// process of the sandbox ever runs outside it and no migration is paid.
+func (m *v2Manager) CloneFD() int { return m.fd }
+
+func (m *v2Manager) Attach(pid int) error {
+	if err := m.mgr.AddProc(uint64(pid)); err != nil {
+		return fmt.Errorf("attach to cgroup %s: %w", m.dir, err)
+	}
+	return nil
+}
+
+// Usage: cpu.stat usage_usec; memory.peak where the kernel has it (5.19+),
+// else 0, and the caller reports the largest process's peak instead;
+// oom_kill from memory.events.
+func (m *v2Manager) Usage() (Usage, error) {
+	var u Usage
+	cpu, err := readKeyed(filepath.Join(m.dir, "cpu.stat"))
+	if err != nil {
+		return u, err
+	}
+	u.CPU = time.Duration(cpu["usage_usec"]) * time.Microsecond
+	if m.peak {
+		if u.PeakMemory, err = readInt(filepath.Join(m.dir, "memory.peak")); err != nil {
+			return u, err
+		}
+	}
+	events, err := readKeyed(filepath.Join(m.dir, "memory.events"))
+	if err != nil {
+		return u, err
+	}
+	u.OOMKills = events["oom_kill"]
+	return u, nil
+}
+
+func (m *v2Manager) Paths() []string { return []string{m.dir} }
+
+func (m *v2Manager) Destroy() error {
+	_ = unix.Close(m.fd)
+	// cgroup.kill (5.14+) takes every process at once, even ones forking.
+	_ = os.WriteFile(filepath.Join(m.dir, "cgroup.kill"), []byte("1"), 0)
+	return removeDirs([]string{m.dir})
+}

@@ -1,0 +1,136 @@
+package test
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// withCgroups runs f as root, the mode in which jail uses cgroups here.
+// Rootless runs on hosts without delegation fall back to rlimits, tested
+// separately.
+func withCgroups(t *testing.T, f func(t *testing.T, m mode)) {
+	if os.Geteuid() != 0 {
+		t.Skip("cgroups need root here (no delegation)")
+	}
+	t.Run("root", func(t *testing.T) {
+		checkNoLeaks(t)
+		f(t, asRoot)
+	})
+}
+
+// runJSON runs jail with --json and decodes the result object.
+func runJSON(t *testing.T, m mode, args ...string) (result, map[string]any) {
+	t.Helper()
+	r := jail(t, m, append([]string{"run", "--json"}, args...)...)
+	var res map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+		t.Fatalf("jail %s: exit %d, no result object: %v\nstdout %q\nstderr %q", strings.Join(args, " "), r.code, err, r.stdout, r.stderr)
+	}
+	return r, res
+}
+
+func number(res map[string]any, key string) float64 {
+	v, _ := res[key].(float64)
+	return v
+}
+
+const memoryHog = `x=$(head -c 400M /dev/zero | tr '\0' a); echo survived`
+
+func TestMemoryLimitOOMKills(t *testing.T) {
+	withCgroups(t, func(t *testing.T, m mode) {
+		r, res := runJSON(t, m, "--memory", "64M", "--", "sh", "-c", memoryHog)
+		if r.code != 137 || res["oom_killed"] != true || number(res, "exit_code") != 137 {
+			t.Fatalf("exit %d, result %v; want 137 and oom_killed", r.code, res)
+		}
+		if !strings.Contains(r.stderr, "jail: killed: out of memory") {
+			t.Errorf("stderr %q lacks the OOM line", r.stderr)
+		}
+		if peak := number(res, "peak_memory_bytes"); peak < 0.75*64*(1<<20) || peak > 1.1*64*(1<<20) {
+			t.Errorf("peak_memory_bytes %.0f; want near the 64M limit", peak)
+		}
+		// A process that exits 137 by itself is not an OOM kill.
+		r, res = runJSON(t, m, "--memory", "64M", "--", "sh", "-c", "kill -KILL $$")
+		if r.code != 137 || res["oom_killed"] != false {
+			t.Errorf("self-kill: exit %d, result %v; want 137 without oom_killed", r.code, res)
+		}
+		r, res = runJSON(t, m, "--memory", "64M", "--", "sh", "-c", "exit 137")
+		if r.code != 137 || res["oom_killed"] != false || strings.Contains(r.stderr, "out of memory") {
+			t.Errorf("exit 137: result %v, stderr %q", res, r.stderr)
+		}
+	})
+}
+
+func TestTmpfsFillGetsENOSPC(t *testing.T) {
+	withCgroups(t, func(t *testing.T, m mode) {
+		r, res := runJSON(t, m, "--memory", "128M", "--", "sh", "-c", "dd if=/dev/zero of=/tmp/fill bs=1M count=200 2>&1; df -m /tmp | tail -1")
+		out, _ := res["stdout"].(string)
+		if !strings.Contains(out, "No space left on device") || res["oom_killed"] != false {
+			t.Errorf("exit %d, stdout %q, oom_killed %v; want ENOSPC and no OOM", r.code, out, res["oom_killed"])
+		}
+	})
+}
+
+// TestCPUQuota measures the CPU time a busy loop gets in 2 s of wall time.
+// The tolerance is the issue's ±25 %; the figure comes from the cgroup.
+func TestCPUQuota(t *testing.T) {
+	withCgroups(t, func(t *testing.T, m mode) {
+		loop := `timeout 2 sh -c 'while :; do :; done' & timeout 2 sh -c 'while :; do :; done' & wait`
+		_, res := runJSON(t, m, "--cpus", "0.5", "--", "sh", "-c", loop)
+		if cpu := number(res, "cpu_ms"); cpu < 750 || cpu > 1250 {
+			t.Errorf("--cpus 0.5: %v ms of CPU in 2 s; want 1000 ±25%%", cpu)
+		}
+		_, res = runJSON(t, m, "--cpus", "2", "--", "sh", "-c", loop)
+		if cpu := number(res, "cpu_ms"); cpu < 3000 {
+			t.Errorf("--cpus 2: %v ms of CPU in 2 s with two busy threads; want about 4000", cpu)
+		}
+	})
+}
+
+func TestForkBombIsContained(t *testing.T) {
+	withCgroups(t, func(t *testing.T, m mode) {
+		done := make(chan result, 1)
+		go func() {
+			done <- jail(t, m, "run", "--pids", "64", "--timeout", "3s", "--", "sh", "-c", "f() { f | f & }; f; sleep 10")
+		}()
+		// While it rages, the host still forks.
+		time.Sleep(time.Second)
+		for i := 0; i < 20; i++ {
+			if err := exec.Command("true").Run(); err != nil {
+				t.Errorf("the host could not fork during the bomb: %v", err)
+				break
+			}
+		}
+		r := <-done
+		if r.code != 124 {
+			t.Errorf("fork bomb: exit %d (stderr %q); want 124 after the timeout", r.code, r.stderr)
+		}
+	})
+}
+
+// Rootless on a host without cgroup delegation: rlimits bound the damage,
+// and jail says which limits are not enforced.
+func TestRootlessFallbackLimits(t *testing.T) {
+	m := asRootless
+	checkNoLeaks(t)
+	r := jail(t, m, "run", "--pids", "20", "--", "sh", "-c", "for i in $(seq 40); do sleep 2 & done 2>/dev/null; wait; echo done")
+	if !strings.Contains(r.stderr, "jail: notice: no cgroup") {
+		t.Skipf("this user has a cgroup here; stderr %q", r.stderr)
+	}
+	if !strings.Contains(r.stderr, "--cpus is not enforced") {
+		t.Errorf("notice does not say which limits are not enforced: %q", r.stderr)
+	}
+	// 40 sleeps cannot all start under RLIMIT_NPROC=20.
+	r = jail(t, m, "run", "--pids", "20", "--", "sh", "-c", "n=0; for i in $(seq 40); do sleep 5 & n=$((n+1)); done 2>/dev/null; jobs -p | wc -l")
+	if r.code == 0 && strings.TrimSpace(r.stdout) == "40" {
+		t.Errorf("--pids 20 let 40 processes run: %q", r.stdout)
+	}
+	_, res := runJSON(t, m, "--memory", "64M", "--", "sh", "-c", memoryHog)
+	out, _ := res["stdout"].(string)
+	if strings.Contains(out, "survived") {
+		t.Errorf("a 400M allocation succeeded under --memory 64M: %v", res)
+	}
+}
