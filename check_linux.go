@@ -103,13 +103,16 @@ func checkCgroups() Feature {
 	} else if unix.Statfs("/sys/fs/cgroup/unified", &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
 		layout = "v1 (hybrid: the v2 hierarchy holds no controllers)"
 	}
-	v, err := cgroups.Detect()
-	if v == cgroups.None {
+	l, err := cgroups.Detect()
+	if l.Version == cgroups.None {
 		f.Detail = fmt.Sprintf("not available: %s: %v; limits fall back to RLIMIT_DATA and RLIMIT_NPROC, --cpus is not enforced", layout, err)
 		return f
 	}
 	f.Available = true
 	f.Detail = fmt.Sprintf("available: %s; memory (swap included), cpu and pids limits, OOM and usage reporting", layout)
+	if l.Above != "" && os.Geteuid() != 0 {
+		f.Detail += " in your delegated cgroup " + l.Above
+	}
 	return f
 }
 

@@ -73,7 +73,7 @@ type plan struct {
 	// files are handed to the init after the control socket, as fd 4...
 	files []*os.File
 	// cgroup is the layout the sandbox's cgroup goes in (None: rlimits).
-	cgroup cgroups.Version
+	cgroup cgroups.Layout
 	limits cgroups.Limits
 	// notices are jail's own one-line remarks, shown once the command runs.
 	notices []string
@@ -198,7 +198,7 @@ func prepare(spec *Spec) (*plan, error) {
 		p.cfg.Rootfs.Home = home
 	}
 	var why error
-	if p.cgroup, why = cgroups.Detect(); p.cgroup == cgroups.None {
+	if p.cgroup, why = cgroups.Detect(); p.cgroup.Version == cgroups.None {
 		p.cfg.Limits.RlimitData, p.cfg.Limits.RlimitNproc = p.limits.Memory, p.limits.Pids
 		p.notices = append(p.notices, fmt.Sprintf("no cgroup for this sandbox (%v): memory is bounded per process (RLIMIT_DATA) and tasks by RLIMIT_NPROC; --cpus is not enforced", why))
 	}

@@ -185,7 +185,7 @@ wait:
 // createCgroup makes the sandbox's cgroup, with a janitor that removes it
 // even if this process is killed.
 func (s *supervisor) createCgroup() error {
-	if s.plan.cgroup == cgroups.None {
+	if s.plan.cgroup.Version == cgroups.None {
 		return nil
 	}
 	name := sandboxName()

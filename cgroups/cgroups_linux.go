@@ -5,10 +5,12 @@
 // carries no controllers, through containerd/cgroups.
 //
 // Invariants: only the memory, cpu(acct) and pids controllers are touched;
-// every cgroup jail creates lives under a parent named Parent at the root of
-// each hierarchy, and nothing outside it is ever written; a sandbox's cgroup
-// is removed when the sandbox ends, and a janitor process removes it even
-// when the supervisor is SIGKILLed.
+// every cgroup jail creates lives under a parent named Parent (at the root of
+// each hierarchy for root; inside the user's delegated subtree on v2 for an
+// ordinary user), and nothing else is written except to pass those
+// controllers down to it; a sandbox's cgroup is removed when the sandbox
+// ends, and a janitor process removes it even when the supervisor is
+// SIGKILLed.
 package cgroups
 
 import (
@@ -79,42 +81,117 @@ type Manager interface {
 	Destroy() error
 }
 
-// Detect returns the layout this process can place sandboxes in, or None
-// and why not.
-func Detect() (Version, error) {
-	var st unix.Statfs_t
-	if err := unix.Statfs(mountpoint, &st); err != nil {
-		return None, fmt.Errorf("%s: %w", mountpoint, err)
-	}
-	v := V1
-	if st.Type == unix.CGROUP2_SUPER_MAGIC {
-		v = V2
-	}
-	if os.Geteuid() != 0 {
-		// Delegated cgroups for ordinary users are not used yet.
-		return None, fmt.Errorf("cgroups %s: not delegated to this user", v)
-	}
-	if v == V1 {
-		for _, c := range []string{"memory", "cpu", "cpuacct", "pids"} {
-			if _, err := os.Stat(filepath.Join(mountpoint, c, "cgroup.procs")); err != nil {
-				return None, fmt.Errorf("cgroup v1 controller %s is not mounted", c)
-			}
-		}
-	}
-	return v, nil
+// Layout is where this process puts sandbox cgroups.
+type Layout struct {
+	Version Version
+	// Above is the v2 directory the project's parent is made in: the
+	// hierarchy's root for root, the top of the delegated subtree for an
+	// ordinary user. Unused on v1, where Parent sits at each root.
+	Above string
 }
 
-// New creates the cgroup for one sandbox, named name under Parent, with
-// limits applied.
-func New(v Version, name string, limits Limits) (Manager, error) {
+// parentDir is the v2 directory of the project's parent.
+func (l Layout) parentDir() string { return filepath.Join(l.Above, Parent) }
+
+// Detect returns the layout this process can place sandboxes in, or one
+// with Version None and why not.
+func Detect() (Layout, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(mountpoint, &st); err != nil {
+		return Layout{}, fmt.Errorf("%s: %w", mountpoint, err)
+	}
+	if st.Type == unix.CGROUP2_SUPER_MAGIC {
+		if os.Geteuid() == 0 {
+			return Layout{Version: V2, Above: mountpoint}, nil
+		}
+		above, err := delegatedSubtree()
+		if err != nil {
+			return Layout{}, fmt.Errorf("cgroups v2: %w", err)
+		}
+		return Layout{Version: V2, Above: above}, nil
+	}
+	if os.Geteuid() != 0 {
+		// v1 hierarchies cannot be delegated safely (CVE-2022-0492).
+		return Layout{}, errors.New("cgroups v1: not usable without root")
+	}
+	for _, c := range []string{"memory", "cpu", "cpuacct", "pids"} {
+		if _, err := os.Stat(filepath.Join(mountpoint, c, "cgroup.procs")); err != nil {
+			return Layout{}, fmt.Errorf("cgroup v1 controller %s is not mounted", c)
+		}
+	}
+	return Layout{Version: V1}, nil
+}
+
+// delegatedSubtree finds the highest cgroup above (or at) this process's own
+// that belongs to this user and that it may write, as systemd's delegation
+// of user@UID.service provides, and checks it offers jail's controllers.
+func delegatedSubtree() (string, error) {
+	own, err := ownCgroup()
+	if err != nil {
+		return "", err
+	}
+	found := ""
+	for dir := own; dir != mountpoint && strings.HasPrefix(dir, mountpoint+"/"); dir = filepath.Dir(dir) {
+		var st unix.Stat_t
+		if unix.Stat(dir, &st) != nil || int(st.Uid) != os.Geteuid() ||
+			unix.Access(filepath.Join(dir, "cgroup.procs"), unix.W_OK) != nil ||
+			unix.Access(filepath.Join(dir, "cgroup.subtree_control"), unix.W_OK) != nil {
+			break
+		}
+		found = dir
+	}
+	if found == "" {
+		return "", errors.New("no cgroup is delegated to this user")
+	}
+	if found == own {
+		return "", fmt.Errorf("the delegated cgroup %s holds this process itself", own)
+	}
+	b, err := os.ReadFile(filepath.Join(found, "cgroup.controllers"))
+	if err != nil {
+		return "", err
+	}
+	for _, c := range v2Controllers {
+		if !hasWord(string(b), c) {
+			return "", fmt.Errorf("the delegated cgroup %s does not offer %s", found, c)
+		}
+	}
+	return found, nil
+}
+
+// ownCgroup is this process's v2 cgroup directory.
+func ownCgroup() (string, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if path, ok := strings.CutPrefix(line, "0::"); ok {
+			return filepath.Join(mountpoint, path), nil
+		}
+	}
+	return "", errors.New("not in a cgroup v2 hierarchy")
+}
+
+func hasWord(s, w string) bool {
+	for _, f := range strings.Fields(s) {
+		if f == w {
+			return true
+		}
+	}
+	return false
+}
+
+// New creates the cgroup for one sandbox, named name under the project's
+// parent, with limits applied.
+func New(l Layout, name string, limits Limits) (Manager, error) {
 	if name == "" || strings.ContainsAny(name, "/.") {
 		return nil, fmt.Errorf("cgroup name %q", name)
 	}
-	switch v {
+	switch l.Version {
 	case V1:
 		return newV1(name, limits)
 	case V2:
-		return newV2(name, limits)
+		return newV2(l, name, limits)
 	}
 	return nil, errors.New("no cgroup version available")
 }

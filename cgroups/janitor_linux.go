@@ -14,13 +14,13 @@ import (
 // its supervisor is gone, whichever way it went.
 const JanitorArg = "jail:cgroup-janitor"
 
-// PathsFor returns the directories New(v, name, ...) creates.
-func PathsFor(v Version, name string) []string {
-	switch v {
+// PathsFor returns the directories New(l, name, ...) creates.
+func PathsFor(l Layout, name string) []string {
+	switch l.Version {
 	case V1:
 		return v1Paths("/" + Parent + "/" + name)
 	case V2:
-		return []string{filepath.Join(mountpoint, Parent, name)}
+		return []string{filepath.Join(l.parentDir(), name)}
 	}
 	return nil
 }
@@ -67,19 +67,10 @@ func Janitor(args []string) {
 	os.Exit(0)
 }
 
-// ours reports whether dir is a sandbox cgroup below jail's parent.
+// ours reports whether dir is a sandbox cgroup: a child of a directory
+// named Parent inside the cgroup mount.
 func ours(dir string) bool {
 	clean := filepath.Clean(dir)
-	if clean != dir || !strings.HasPrefix(clean, mountpoint+"/") {
-		return false
-	}
-	parts := strings.Split(strings.TrimPrefix(clean, mountpoint+"/"), "/")
-	// v2: jail/NAME; v1: CONTROLLER/jail/NAME.
-	switch len(parts) {
-	case 2:
-		return parts[0] == Parent
-	case 3:
-		return parts[1] == Parent
-	}
-	return false
+	return clean == dir && strings.HasPrefix(clean, mountpoint+"/") &&
+		filepath.Base(filepath.Dir(clean)) == Parent && !strings.Contains(filepath.Base(clean), ".")
 }

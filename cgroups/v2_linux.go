@@ -21,19 +21,18 @@ type v2Manager struct {
 	peak bool // the kernel keeps memory.peak (Linux 5.19+)
 }
 
-func newV2(name string, limits Limits) (Manager, error) {
-	// The project's parent must pass the controllers on to its children;
-	// the root passes them to the parent (on a systemd host it already
+func newV2(l Layout, name string, limits Limits) (Manager, error) {
+	// The project's parent must pass the controllers on to its children,
+	// and whatever is above it to the parent (on a systemd host it already
 	// does).
-	parent, err := cgroup2.NewManager(mountpoint, "/"+Parent, &cgroup2.Resources{})
-	if err != nil {
-		return nil, fmt.Errorf("create cgroup /%s: %w", Parent, err)
+	parent := l.parentDir()
+	if err := os.Mkdir(parent, 0o755); err != nil && !os.IsExist(err) {
+		return nil, fmt.Errorf("create cgroup %s: %w", parent, err)
 	}
-	if err := enableControllers(mountpoint); err != nil {
-		return nil, err
-	}
-	if err := parent.ToggleControllers(v2Controllers, cgroup2.Enable); err != nil {
-		return nil, fmt.Errorf("enable %v in /%s: %w", v2Controllers, Parent, err)
+	for _, dir := range []string{l.Above, parent} {
+		if err := enableControllers(dir); err != nil {
+			return nil, err
+		}
 	}
 	quota, period := cpuQuota(limits.CPUs)
 	zero := int64(0)
@@ -42,13 +41,13 @@ func newV2(name string, limits Limits) (Manager, error) {
 		CPU:    &cgroup2.CPU{Max: cgroup2.NewCPUMax(&quota, &period)},
 		Pids:   &cgroup2.Pids{Max: limits.Pids},
 	}
-	group := "/" + Parent + "/" + name
+	dir := filepath.Join(parent, name)
+	group := strings.TrimPrefix(dir, mountpoint)
 	mgr, err := cgroup2.NewManager(mountpoint, group, resources)
 	if err != nil {
-		_ = removeDirs([]string{filepath.Join(mountpoint, group)})
+		_ = removeDirs([]string{dir})
 		return nil, fmt.Errorf("create cgroup %s: %w", group, err)
 	}
-	dir := filepath.Join(mountpoint, group)
 	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		_ = removeDirs([]string{dir})
@@ -58,9 +57,9 @@ func newV2(name string, limits Limits) (Manager, error) {
 	return &v2Manager{mgr: mgr, dir: dir, fd: fd, peak: peakErr == nil}, nil
 }
 
-// enableControllers makes sure the root passes jail's controllers down.
-func enableControllers(root string) error {
-	b, err := os.ReadFile(filepath.Join(root, "cgroup.subtree_control"))
+// enableControllers makes sure dir passes jail's controllers down.
+func enableControllers(dir string) error {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control"))
 	if err != nil {
 		return err
 	}
@@ -78,8 +77,8 @@ func enableControllers(root string) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	if err := os.WriteFile(filepath.Join(root, "cgroup.subtree_control"), []byte(strings.Join(missing, " ")), 0); err != nil {
-		return fmt.Errorf("enable %v at the cgroup root: %w", missing, err)
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(strings.Join(missing, " ")), 0); err != nil {
+		return fmt.Errorf("enable %v in %s: %w", missing, dir, err)
 	}
 	return nil
 }

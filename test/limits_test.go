@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -154,5 +157,54 @@ func TestRootlessFallbackLimits(t *testing.T) {
 	out, _ := res["stdout"].(string)
 	if strings.Contains(out, "survived") {
 		t.Errorf("a 400M allocation succeeded under --memory 64M: %v", res)
+	}
+}
+
+// TestRootlessDelegatedCgroup: an ordinary user with a delegated cgroup v2
+// subtree (as systemd gives user@UID.service) gets real limits, in that
+// subtree, with no fallback notice.
+func TestRootlessDelegatedCgroup(t *testing.T) {
+	var st syscall.Statfs_t
+	if os.Geteuid() != 0 || syscall.Statfs("/sys/fs/cgroup", &st) != nil || st.Type != 0x63677270 {
+		t.Skip("needs root on a cgroup v2 host to set up a delegated subtree")
+	}
+	checkNoLeaks(t)
+	deleg := "/sys/fs/cgroup/jail-test-delegated"
+	session := filepath.Join(deleg, "session")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.WriteFile("/sys/fs/cgroup/cgroup.subtree_control", []byte("+memory +cpu +pids"), 0))
+	must(os.Mkdir(deleg, 0o755))
+	t.Cleanup(func() {
+		for _, d := range []string{filepath.Join(deleg, "jail"), session, deleg} {
+			os.Remove(d)
+		}
+	})
+	must(os.WriteFile(filepath.Join(deleg, "cgroup.subtree_control"), []byte("+memory +cpu +pids"), 0))
+	must(os.Mkdir(session, 0o755))
+	for _, p := range []string{deleg, session} {
+		for _, f := range []string{"", "cgroup.procs", "cgroup.subtree_control", "cgroup.threads"} {
+			must(os.Chown(filepath.Join(p, f), rootless.uid, rootless.gid))
+		}
+	}
+	// The user's shell lives in the leaf; jail runs from there as the user.
+	cmd := exec.Command("sh", "-c", `echo $$ > "$0/cgroup.procs" && exec "$@"`, session,
+		"setpriv", "--reuid", strconv.Itoa(rootless.uid), "--regid", strconv.Itoa(rootless.gid), "--clear-groups", "--",
+		jailBin, "run", "--json", "--memory", "32M", "--", "sh", "-c", memoryHog)
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + rootless.home}
+	r := runCmd(t, cmd)
+	if strings.Contains(r.stderr, "no cgroup") {
+		t.Fatalf("delegated cgroup not used: %s", r.stderr)
+	}
+	var res map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+		t.Fatalf("exit %d: %v; stdout %q stderr %q", r.code, err, r.stdout, r.stderr)
+	}
+	if r.code != 137 || res["oom_killed"] != true {
+		t.Errorf("exit %d, result %v; want an OOM kill under the delegated cgroup's limit", r.code, res)
 	}
 }
