@@ -2,13 +2,22 @@
 # the missing ones first when run as root.
 
 GO ?= go
-TEST_PACKAGES := busybox-static bubblewrap util-linux
+# One static binary: libseccomp is linked in (cgo), and the pure-Go resolver
+# and user lookups keep glibc's dynamic parts out.
+STATIC := -tags netgo,osusergo -ldflags '-linkmode external -extldflags "-static"'
+TEST_PACKAGES := busybox-static bubblewrap util-linux libseccomp-dev gcc git python3
 BENCH_PACKAGES := bubblewrap hyperfine
 
-.PHONY: build test test-deps test-host test-cgroup2 bench vet clean
+.PHONY: build build-deps test test-deps test-host test-cgroup2 bench vet clean
 
-build:
-	$(GO) build -tags netgo,osusergo -o bin/jail ./cmd/jail
+build: build-deps
+	$(GO) build $(STATIC) -o bin/jail ./cmd/jail
+
+# Building needs libseccomp (and gcc for cgo), from Debian's packages.
+build-deps:
+	@dpkg -s libseccomp-dev gcc >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libseccomp-dev gcc; \
+		else echo "building jail needs: apt-get install libseccomp-dev gcc" >&2; exit 1; fi; }
 
 # The whole suite: unit tests and integration tests that start real
 # sandboxes as root and as an unprivileged user (created when missing), on
@@ -27,7 +36,7 @@ test-cgroup2:
 	@if [ ! -x "$(VM_RUN)" ] || ! command -v qemu-system-x86_64 >/dev/null; then \
 		echo "test-cgroup2: skipped: needs $(VM_RUN) and qemu-system-x86"; exit 0; fi; \
 	set -e; mkdir -p bin/vm; \
-	$(GO) build -tags netgo,osusergo -o bin/vm/jail ./cmd/jail; \
+	$(GO) build $(STATIC) -o bin/vm/jail ./cmd/jail; \
 	CGO_ENABLED=0 $(GO) build -o bin/vm/jailprobe ./test/jailprobe; \
 	$(GO) test -c -o bin/vm/integration.test ./test; \
 	cd test && JAIL_TEST_BINARIES=$(CURDIR)/bin/vm $(VM_RUN) --timeout 1200 -- $(CURDIR)/bin/vm/integration.test -test.timeout 18m

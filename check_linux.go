@@ -13,6 +13,7 @@ import (
 	"github.com/jail-sandbox/jail/cgroups"
 	"github.com/jail-sandbox/jail/internal/initstage"
 	"github.com/jail-sandbox/jail/namespaces"
+	"github.com/jail-sandbox/jail/seccomp"
 )
 
 // Feature is one isolation feature as this host gives it to this user.
@@ -123,7 +124,7 @@ func checkSeccomp() Feature {
 		return f
 	}
 	f.Available = true
-	f.Detail = "available (filters are not loaded yet)"
+	f.Detail = "available (" + seccomp.Version() + "; compiled filters cached in " + seccomp.CacheDir() + ")"
 	return f
 }
 

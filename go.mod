@@ -6,7 +6,9 @@ require (
 	github.com/containerd/cgroups/v3 v3.1.3
 	github.com/cyphar/filepath-securejoin v0.7.0
 	github.com/opencontainers/runtime-spec v1.3.0
+	github.com/seccomp/libseccomp-golang v0.11.1
 	golang.org/x/sys v0.49.0
+	gopkg.in/yaml.v3 v3.0.1
 )
 
 require (

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 
@@ -13,7 +14,9 @@ import (
 	"github.com/jail-sandbox/jail/cgroups"
 	"github.com/jail-sandbox/jail/internal/config"
 	"github.com/jail-sandbox/jail/namespaces"
+	"github.com/jail-sandbox/jail/profiles"
 	"github.com/jail-sandbox/jail/rootfs"
+	"github.com/jail-sandbox/jail/seccomp"
 )
 
 // Defaults of the RUN OPTIONS and of the writable space (the latter become
@@ -96,8 +99,13 @@ func prepare(spec *Spec) (*plan, error) {
 	if spec.Image != "" {
 		return nil, invalid("--image", "images are not supported yet")
 	}
-	if spec.Profile != "" && spec.Profile != "default" {
-		return nil, invalid("profile "+spec.Profile, "unknown profile (known: default)")
+	profileName := spec.Profile
+	if profileName == "" {
+		profileName = "default"
+	}
+	profile, err := profiles.DefaultStore().Resolve(profileName)
+	if err != nil {
+		return nil, profileError(profileName, err)
 	}
 	if spec.Net != "" && spec.Net != "none" {
 		return nil, invalid("--net", "%q is not supported yet (only none)", spec.Net)
@@ -121,6 +129,9 @@ func prepare(spec *Spec) (*plan, error) {
 		return nil, invalid("--output-limit", "%d: must be positive", spec.OutputLimit)
 	}
 
+	if err := applyProfile(spec, profile); err != nil {
+		return nil, err
+	}
 	uid, gid, err := parseUser(spec.User)
 	if err != nil {
 		return nil, invalid("--user", "%v", err)
@@ -177,10 +188,15 @@ func prepare(spec *Spec) (*plan, error) {
 	if p.limits.Pids == 0 {
 		p.limits.Pids = defaultPids
 	}
-	// Each writable tmpfs may take half the memory limit: filling one gives
-	// ENOSPC before the memory limit is reached (tmpfs pages are charged to
-	// the sandbox's memory).
+	// Each writable tmpfs may take half the memory limit (or what the
+	// profile says): filling one gives ENOSPC before the memory limit is
+	// reached (tmpfs pages are charged to the sandbox's memory).
 	scratch := p.limits.Memory / 2
+	if profile.Limits.Scratch != "" {
+		if scratch, err = ParseSize(profile.Limits.Scratch); err != nil {
+			return nil, invalid("profile "+profileName, "limits.scratch: %v", err)
+		}
+	}
 	p.cfg = config.Init{
 		Hostname: hostname,
 		Rootfs:   config.Rootfs{ReadOnly: spec.ReadOnly},
@@ -196,6 +212,10 @@ func prepare(spec *Spec) (*plan, error) {
 	}
 	if uid == 0 {
 		p.cfg.Rootfs.Home = home
+	}
+	p.cfg.Masks, p.cfg.ReadOnly = profile.Masks, profile.ReadOnly
+	if p.cfg.Seccomp, err = seccomp.Cached(profile); err != nil {
+		return nil, profileError(profileName, err)
 	}
 	var why error
 	if p.cgroup, why = cgroups.Detect(); p.cgroup.Version == cgroups.None {
@@ -252,6 +272,49 @@ func prepare(spec *Spec) (*plan, error) {
 	}
 	ok = true
 	return p, nil
+}
+
+// applyProfile fills in what the caller left to the profile: limits and
+// environment (the caller's --env entries win).
+func applyProfile(spec *Spec, p *profiles.Profile) error {
+	if spec.Memory == 0 && p.Limits.Memory != "" {
+		m, err := ParseSize(p.Limits.Memory)
+		if err != nil {
+			return invalid("profile "+p.Name, "limits.memory: %v", err)
+		}
+		spec.Memory = m
+	}
+	if spec.CPUs == 0 {
+		spec.CPUs = p.Limits.CPUs
+	}
+	if spec.Pids == 0 {
+		spec.Pids = p.Limits.Pids
+	}
+	if len(p.Env) > 0 {
+		keys := make([]string, 0, len(p.Env))
+		for k := range p.Env {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var env []string
+		for _, k := range keys {
+			env = append(env, k+"="+p.Env[k])
+		}
+		spec.Env = append(env, spec.Env...)
+	}
+	return nil
+}
+
+// profileError turns a profile problem into `jail: profile NAME: ...`.
+func profileError(name string, err error) error {
+	var pe *profiles.Error
+	if errors.As(err, &pe) {
+		if pe.Line > 0 {
+			return &SetupError{Step: "profile " + pe.Profile, Err: fmt.Errorf("line %d: %w", pe.Line, pe.Err)}
+		}
+		return &SetupError{Step: "profile " + pe.Profile, Err: pe.Err}
+	}
+	return &SetupError{Step: "profile " + name, Err: err}
 }
 
 // checkMount validates one bind mount and resolves its source.

@@ -546,7 +546,7 @@ func (b *builder) masks() error {
 			return err
 		}
 	}
-	for _, p := range procReadOnly {
+	for _, p := range append(append([]string{}, procReadOnly...), b.cfg.ReadOnly...) {
 		target, err := openInRoot(b.root, p)
 		if errors.Is(err, os.ErrNotExist) {
 			continue

@@ -93,7 +93,7 @@ func buildBinaries() error {
 		}
 		return nil
 	}
-	if out, err := exec.Command("go", "build", "-tags", "netgo,osusergo", "-o", jailBin, "../cmd/jail").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-tags", "netgo,osusergo", "-ldflags", "-linkmode external -extldflags -static", "-o", jailBin, "../cmd/jail").CombinedOutput(); err != nil {
 		return fmt.Errorf("build jail: %v\n%s", err, out)
 	}
 	build := exec.Command("go", "build", "-o", probe, "./jailprobe")

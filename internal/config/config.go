@@ -8,6 +8,8 @@
 // when it is used.
 package config
 
+import "github.com/jail-sandbox/jail/seccomp"
+
 // Init is everything the init stage needs to build and start a sandbox.
 type Init struct {
 	Rootfs   Rootfs   `json:"rootfs"`
@@ -15,7 +17,10 @@ type Init struct {
 	Hostname string   `json:"hostname"`
 	Process  Process  `json:"process"`
 	Limits   Limits   `json:"limits"`
-	Masks    []string `json:"masks,omitempty"` // extra paths to hide, beyond the built-in lists
+	Masks    []string `json:"masks,omitempty"`     // extra paths to hide, beyond the built-in lists
+	ReadOnly []string `json:"read_only,omitempty"` // extra paths to make read-only
+	// Seccomp is the profile's compiled filter, loaded last before exec.
+	Seccomp seccomp.Filter `json:"seccomp"`
 }
 
 // Rootfs says what the sandbox's / is made of.

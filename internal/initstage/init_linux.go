@@ -33,6 +33,7 @@ import (
 	"github.com/jail-sandbox/jail/internal/control"
 	"github.com/jail-sandbox/jail/netns"
 	"github.com/jail-sandbox/jail/rootfs"
+	"github.com/jail-sandbox/jail/seccomp"
 )
 
 // Arg is argv[0] of a process started as a sandbox init.
@@ -158,7 +159,7 @@ func setup(cfg *config.Init, conn *control.Conn) (int, error) {
 		return 0, &setupError{step: "wait for release", err: fmt.Errorf("supervisor went away")}
 	}
 
-	pid, err := spawn(&cfg.Process, stdio)
+	pid, err := spawn(&cfg.Process, cfg.Seccomp, stdio)
 	if err != nil {
 		return 0, err
 	}
@@ -177,7 +178,7 @@ func setup(cfg *config.Init, conn *control.Conn) (int, error) {
 // spawn starts the command from this thread after dropping, in this order,
 // everything the command must not have. The init keeps its own privileges on
 // its other threads: it still has to reap and report.
-func spawn(p *config.Process, stdio []uintptr) (int, error) {
+func spawn(p *config.Process, filter seccomp.Filter, stdio []uintptr) (int, error) {
 	path, err := lookPath(p.Args[0], envValue(p.Env, "PATH"))
 	if err != nil {
 		return 0, err
@@ -197,7 +198,11 @@ func spawn(p *config.Process, stdio []uintptr) (int, error) {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return 0, &setupError{step: "no_new_privs", err: err}
 	}
-	// 3. The seccomp filter is loaded here, last (issue 4).
+	// 3. The profile's seccomp filter, last: from here on this thread, and
+	// the command forked from it, make only the syscalls it allows.
+	if err := seccomp.Load(filter); err != nil {
+		return 0, &setupError{step: "seccomp", err: err}
+	}
 
 	attr := &syscall.ProcAttr{
 		Dir:   p.Cwd,
