@@ -85,10 +85,12 @@ type Seccomp struct {
 	Notes map[string]string `yaml:"notes,omitempty"`
 }
 
-// Syscall is a syscall name with the line it was written on.
+// Syscall is a syscall name with where it was written: the line, and the
+// profile whose file it is in (a resolved profile mixes its parents').
 type Syscall struct {
 	Name string
 	Line int
+	From string
 }
 
 func (s *Syscall) UnmarshalYAML(n *yaml.Node) error {
@@ -100,6 +102,23 @@ func (s *Syscall) UnmarshalYAML(n *yaml.Node) error {
 }
 
 func (s Syscall) MarshalYAML() (any, error) { return s.Name, nil }
+
+func (s *Seccomp) markFrom(name string) {
+	for i := range s.Allow {
+		s.Allow[i].From = name
+	}
+	for i := range s.AllowIf {
+		s.AllowIf[i].Syscall.From = name
+	}
+	for i := range s.Errno {
+		for j := range s.Errno[i].Syscalls {
+			s.Errno[i].Syscalls[j].From = name
+		}
+	}
+	for i := range s.Drop {
+		s.Drop[i].From = name
+	}
+}
 
 // Conditional allows Syscall when every argument condition holds; several
 // entries for one syscall mean any of them.
@@ -314,6 +333,7 @@ func Parse(name, source string, data []byte) (*Profile, error) {
 		return nil, yamlError(name, err)
 	}
 	p.Name, p.Source = name, source
+	p.Seccomp.markFrom(name)
 	if p.Version != FormatVersion {
 		return nil, &Error{Profile: name, Line: 1, Err: fmt.Errorf("version %d: this jail reads version %d", p.Version, FormatVersion)}
 	}

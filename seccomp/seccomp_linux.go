@@ -33,7 +33,7 @@ import (
 
 // compilerVersion changes whenever Compile's output for the same profile
 // would change, invalidating cached filters.
-const compilerVersion = 2
+const compilerVersion = 3
 
 // maxSyscall bounds the numbers answered ENOSYS when libseccomp has no name
 // for them: x86_64's table ends near 460 today, so this leaves room for new
@@ -116,7 +116,7 @@ func compileAllowlist(p *profiles.Profile) ([]byte, error) {
 			return nil, err
 		}
 		if _, ok := allowed[nr]; ok {
-			return nil, &profiles.Error{Profile: p.Name, Line: c.Syscall.Line, Err: fmt.Errorf("%s is both allowed and allowed only on conditions", c.Syscall.Name)}
+			return nil, &profiles.Error{Profile: from(p, c.Syscall), Line: c.Syscall.Line, Err: fmt.Errorf("%s is both allowed and allowed only on conditions", c.Syscall.Name)}
 		}
 		conditional[nr] = true
 		conds, err := conditions(c.Args)
@@ -138,7 +138,11 @@ func compileAllowlist(p *profiles.Profile) ([]byte, error) {
 				return nil, err
 			}
 			if a, ok := allowed[nr]; ok || conditional[nr] {
-				return nil, &profiles.Error{Profile: p.Name, Line: s.Line, Err: fmt.Errorf("%s is allowed (line %d) and denied", s.Name, a.Line)}
+				if !ok {
+					a = profiles.Syscall{Name: s.Name, From: p.Name}
+				}
+				return nil, &profiles.Error{Profile: from(p, a), Line: a.Line,
+					Err: fmt.Errorf("%s is allowed and also denied (profile %s, line %d); list it under drop first", s.Name, from(p, s), s.Line)}
 			}
 			if errno == unix.EPERM {
 				continue // the default
@@ -207,13 +211,21 @@ func errnoOf(d profiles.Denial) unix.Errno {
 func syscallNumber(p *profiles.Profile, s profiles.Syscall) (libseccomp.ScmpSyscall, error) {
 	nr, err := libseccomp.GetSyscallFromName(s.Name)
 	if err != nil {
-		return 0, &profiles.Error{Profile: p.Name, Line: s.Line, Err: fmt.Errorf("unknown syscall %q", s.Name)}
+		return 0, &profiles.Error{Profile: from(p, s), Line: s.Line, Err: fmt.Errorf("unknown syscall %q", s.Name)}
 	}
 	return nr, nil
 }
 
 func ruleError(p *profiles.Profile, s profiles.Syscall, err error) error {
-	return &profiles.Error{Profile: p.Name, Line: s.Line, Err: fmt.Errorf("%s: %v", s.Name, err)}
+	return &profiles.Error{Profile: from(p, s), Line: s.Line, Err: fmt.Errorf("%s: %v", s.Name, err)}
+}
+
+// from names the profile file a syscall entry was written in.
+func from(p *profiles.Profile, s profiles.Syscall) string {
+	if s.From != "" {
+		return s.From
+	}
+	return p.Name
 }
 
 func conditions(args []profiles.Arg) ([]libseccomp.ScmpCondition, error) {

@@ -58,6 +58,9 @@ func main() {
 		sort.Strings(names)
 		fmt.Println(names)
 		return
+	case "syscalls":
+		trySyscalls()
+		return
 	case "pids":
 		entries, _ := os.ReadDir("/proc")
 		var pids []int
