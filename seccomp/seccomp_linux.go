@@ -296,12 +296,16 @@ func CacheDir() string {
 	return ""
 }
 
-// Cached returns p's filter from the cache, compiling and storing it the
-// first time. A cache that cannot be written only costs the compile.
+// Cached returns p's filter: built at build time for the built-in profiles,
+// otherwise from the cache, compiling and storing it the first time. A cache
+// that cannot be written only costs the compile.
 func Cached(p *profiles.Profile) (Filter, error) {
 	key, err := Key(p)
 	if err != nil {
 		return Filter{}, err
+	}
+	if f, ok := embedded(key); ok {
+		return f, nil
 	}
 	dir := CacheDir()
 	path := filepath.Join(dir, key+".json")

@@ -75,3 +75,21 @@ func BenchmarkCompileDefault(b *testing.B) {
 		}
 	}
 }
+
+// TestEmbeddedFiltersAreCurrent: the build-time filters are what Compile
+// makes now (run `go generate ./seccomp` after changing a built-in).
+func TestEmbeddedFiltersAreCurrent(t *testing.T) {
+	for _, name := range []string{"default", "strict", "build"} {
+		p, _ := profiles.Store{}.Resolve(name)
+		key, _ := Key(p)
+		got, ok := embedded(key)
+		if !ok {
+			t.Errorf("%s: no build-time filter for key %s (go generate ./seccomp)", name, key[:12])
+			continue
+		}
+		want, _ := Compile(p)
+		if string(got.Allowlist) != string(want.Allowlist) || string(got.Denials) != string(want.Denials) {
+			t.Errorf("%s: the build-time filter differs from a fresh compile", name)
+		}
+	}
+}
