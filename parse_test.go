@@ -60,15 +60,15 @@ func TestParseUser(t *testing.T) {
 }
 
 func TestBuildEnv(t *testing.T) {
-	env, err := buildEnv(&Spec{Env: []string{"PATH=/x", "A=1", "A=2"}}, "/root")
+	env, err := buildEnv(&Spec{Env: []string{"PATH=/x", "A=1", "A=2"}}, "/root", []string{"LANG=C", "IMG=1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(env, " "); got != "PATH=/x HOME=/root LANG=C.UTF-8 A=2" {
+	if got := strings.Join(env, " "); got != "PATH=/x HOME=/root LANG=C IMG=1 A=2" {
 		t.Errorf("env %q", got)
 	}
 	for _, bad := range []string{"NOVALUE", "1A=x", "A B=x", strings.Repeat("K", 300) + "=v", "K=" + strings.Repeat("v", 200<<10), "K=a\x00b"} {
-		if _, err := buildEnv(&Spec{Env: []string{bad}}, "/root"); err == nil {
+		if _, err := buildEnv(&Spec{Env: []string{bad}}, "/root", nil); err == nil {
 			t.Errorf("buildEnv accepted %.40q", bad)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/jail-sandbox/jail/cgroups"
+	"github.com/jail-sandbox/jail/images"
 	"github.com/jail-sandbox/jail/internal/config"
 	"github.com/jail-sandbox/jail/namespaces"
 	"github.com/jail-sandbox/jail/profiles"
@@ -90,14 +91,27 @@ func (p *plan) close() {
 
 // prepare validates spec and resolves it. It changes nothing on the host.
 func prepare(spec *Spec) (*plan, error) {
-	if len(spec.Command) == 0 {
-		if spec.Image != "" {
-			return nil, invalid("--image", "images are not supported yet")
-		}
-		return nil, invalid("run", "no command given")
-	}
+	var image *images.Image
 	if spec.Image != "" {
-		return nil, invalid("--image", "images are not supported yet")
+		if spec.Rootfs != "" {
+			return nil, invalid("--image", "--image and --rootfs exclude each other")
+		}
+		img, err := ImageStore().Lookup(spec.Image)
+		if err != nil {
+			return nil, &SetupError{Step: "image " + spec.Image, Err: trimImagePrefix(err)}
+		}
+		image = &img
+		if len(spec.Command) == 0 {
+			spec.Command = append(append([]string{}, img.Config.Entrypoint...), img.Config.Cmd...)
+		}
+		if spec.User == "" && img.Config.User != "" {
+			if spec.User, err = ImageStore().ResolveUser(img, img.Config.User); err != nil {
+				return nil, &SetupError{Step: "image " + spec.Image, Err: err}
+			}
+		}
+	}
+	if len(spec.Command) == 0 {
+		return nil, invalid("run", "no command given")
 	}
 	profileName := spec.Profile
 	if profileName == "" {
@@ -160,7 +174,11 @@ func prepare(spec *Spec) (*plan, error) {
 	if uid == 0 {
 		home = "/root"
 	}
-	env, err := buildEnv(spec, home)
+	var imageEnv []string
+	if image != nil {
+		imageEnv = image.Config.Env
+	}
+	env, err := buildEnv(spec, home, imageEnv)
 	if err != nil {
 		return nil, err
 	}
@@ -226,18 +244,28 @@ func prepare(spec *Spec) (*plan, error) {
 		p.cfg.Process.Rows, p.cfg.Process.Cols = spec.WindowSize.Rows, spec.WindowSize.Cols
 	}
 
-	if spec.Rootfs == "" {
-		p.cfg.Rootfs.HostTree = true
-	} else {
-		path, st, err := resolveHostPath(spec.Rootfs)
+	switch {
+	case image != nil:
+		store := ImageStore()
+		// Overlay wants the top layer first.
+		for i := len(image.Layers) - 1; i >= 0; i-- {
+			l, err := layerOf(store.LayerDir(image.Layers[i]))
+			if err != nil {
+				return nil, &SetupError{Step: "image " + spec.Image, Err: err}
+			}
+			p.cfg.Rootfs.Lowers = append(p.cfg.Rootfs.Lowers, l)
+		}
+		if image.Config.WorkingDir != "" {
+			p.cfg.Process.Cwd = image.Config.WorkingDir
+		}
+	case spec.Rootfs != "":
+		l, err := layerOf(spec.Rootfs)
 		if err != nil {
 			return nil, invalid("--rootfs "+spec.Rootfs, "%v", err)
 		}
-		if !st.IsDir() {
-			return nil, invalid("--rootfs "+spec.Rootfs, "not a directory")
-		}
-		sys := st.Sys().(*syscall.Stat_t)
-		p.cfg.Rootfs.Lower, p.cfg.Rootfs.LowerDev, p.cfg.Rootfs.LowerIno = path, uint64(sys.Dev), sys.Ino
+		p.cfg.Rootfs.Lowers = []config.Layer{l}
+	default:
+		p.cfg.Rootfs.HostTree = true
 	}
 
 	mounts := spec.Mounts
@@ -272,6 +300,39 @@ func prepare(spec *Spec) (*plan, error) {
 	}
 	ok = true
 	return p, nil
+}
+
+// layerOf resolves a directory used as a root layer.
+func layerOf(dir string) (config.Layer, error) {
+	path, st, err := resolveHostPath(dir)
+	if err != nil {
+		return config.Layer{}, err
+	}
+	if !st.IsDir() {
+		return config.Layer{}, fmt.Errorf("not a directory")
+	}
+	sys := st.Sys().(*syscall.Stat_t)
+	return config.Layer{Path: path, Dev: uint64(sys.Dev), Ino: sys.Ino}, nil
+}
+
+// ImageStore is the caller's image store: as root, layers are stored with
+// their owners shifted into the sandboxes' id range.
+func ImageStore() images.Store {
+	own := images.Ownership{}
+	if os.Geteuid() == 0 {
+		own = images.Ownership{Shift: true, Base: namespaces.HostRangeStart, Size: namespaces.HostRangeSize}
+	}
+	return images.DefaultStore(own)
+}
+
+// trimImagePrefix drops the "image REF: " that the store's messages start
+// with, since the step says it already.
+func trimImagePrefix(err error) error {
+	msg := err.Error()
+	if i := strings.Index(msg, ": "); i >= 0 && strings.HasPrefix(msg, "image ") {
+		return errors.New(msg[i+2:])
+	}
+	return err
 }
 
 // applyProfile fills in what the caller left to the profile: limits and
@@ -459,9 +520,23 @@ func resolveHostPath(path string) (string, os.FileInfo, error) {
 }
 
 // buildEnv returns the sandbox's environment: PATH, HOME, LANG (TERM with a
-// tty), then the caller's additions, later entries replacing earlier ones.
-func buildEnv(spec *Spec, home string) ([]string, error) {
+// tty), the image's Env, then the caller's additions, later entries
+// replacing earlier ones.
+func buildEnv(spec *Spec, home string, imageEnv []string) ([]string, error) {
 	env := []string{"PATH=" + defaultPath, "HOME=" + home, "LANG=C.UTF-8"}
+	for _, e := range imageEnv {
+		if k, _, ok := strings.Cut(e, "="); ok && validEnvKey(k) {
+			replaced := false
+			for i, d := range env {
+				if strings.HasPrefix(d, k+"=") {
+					env[i], replaced = e, true
+				}
+			}
+			if !replaced {
+				env = append(env, e)
+			}
+		}
+	}
 	if spec.TTY {
 		term := os.Getenv("TERM")
 		if term == "" {

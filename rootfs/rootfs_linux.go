@@ -82,7 +82,8 @@ func Build(cfg *config.Init) error {
 	}
 
 	// 2. Host objects, by descriptor.
-	var hostTree, lower *os.File
+	var hostTree *os.File
+	var lowers []*os.File
 	var err error
 	if cfg.Rootfs.HostTree {
 		// Opened for reading: its entries are listed.
@@ -90,11 +91,14 @@ func Build(cfg *config.Init) error {
 		if err != nil {
 			return step("open host tree", err)
 		}
-	} else {
-		lower, err = openVerified(cfg.Rootfs.Lower, cfg.Rootfs.LowerDev, cfg.Rootfs.LowerIno)
+	}
+	for _, l := range cfg.Rootfs.Lowers {
+		f, err := openVerified(l.Path, l.Dev, l.Ino)
 		if err != nil {
-			return step("open rootfs "+cfg.Rootfs.Lower, err)
+			closeFiles(lowers...)
+			return step("open root layer "+l.Path, err)
 		}
+		lowers = append(lowers, f)
 	}
 	sources := make([]*os.File, len(cfg.Mounts))
 	for i, m := range cfg.Mounts {
@@ -110,11 +114,11 @@ func Build(cfg *config.Init) error {
 	if err != nil {
 		return step("open host devices", err)
 	}
-	defer closeFiles(append(append(sources, devices...), hostTree, lower)...)
+	defer closeFiles(append(append(append(sources, devices...), lowers...), hostTree)...)
 
 	// 3. The new root, on a private stage.
 	b := &builder{cfg: cfg}
-	if err := b.stage(hostTree, lower); err != nil {
+	if err := b.stage(hostTree, lowers); err != nil {
 		return err
 	}
 	defer b.root.Close()
@@ -146,7 +150,7 @@ func Build(cfg *config.Init) error {
 }
 
 // stage mounts the staging tmpfs and the new root on it.
-func (b *builder) stage(hostTree, lower *os.File) error {
+func (b *builder) stage(hostTree *os.File, lowers []*os.File) error {
 	opts := "mode=0700"
 	if b.cfg.Limits.UpperSize > 0 {
 		opts += ",size=" + strconv.FormatInt(b.cfg.Limits.UpperSize, 10)
@@ -170,11 +174,11 @@ func (b *builder) stage(hostTree, lower *os.File) error {
 		return step("prepare stage", err)
 	}
 
-	tree := lower
+	trees := lowers
 	if hostTree != nil {
-		tree = hostTree
+		trees = []*os.File{hostTree}
 	}
-	if err := b.planSkeleton(tree); err != nil {
+	if err := b.planSkeleton(trees); err != nil {
 		return step("prepare mountpoints", err)
 	}
 
@@ -189,9 +193,13 @@ func (b *builder) stage(hostTree, lower *os.File) error {
 				return step("prepare stage", err)
 			}
 		}
-		// The lower is named by descriptor: its host path may lie under
-		// the stage, which now covers it.
-		opts := fmt.Sprintf("lowerdir=%s:/proc/self/fd/%d,upperdir=%s,workdir=%s,userxattr", b.skeleton, lower.Fd(), upper, work)
+		// The lowers are named by descriptor: their host paths may lie
+		// under the stage, which now covers them.
+		lowerdir := b.skeleton
+		for _, l := range lowers {
+			lowerdir += fmt.Sprintf(":/proc/self/fd/%d", l.Fd())
+		}
+		opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s,userxattr", lowerdir, upper, work)
 		if err := unix.Mount("jail-root", rootPath, "overlay", flagsFresh, opts); err != nil {
 			return step("mount overlay root", err)
 		}
@@ -292,10 +300,10 @@ func (b *builder) overlayHost(name string) error {
 	return err
 }
 
-// planSkeleton finds the mountpoints that do not exist in tree (the host
-// tree or the --rootfs lower) and creates them in the skeleton. A path that
+// planSkeleton finds the mountpoints that exist in none of trees (the host
+// tree, or the root's layers) and creates them in the skeleton. A path that
 // passes through a symlink is left to be resolved inside the new root.
-func (b *builder) planSkeleton(tree *os.File) error {
+func (b *builder) planSkeleton(trees []*os.File) error {
 	b.skeletonTops = map[string]bool{}
 	type mountpoint struct {
 		path string
@@ -320,9 +328,20 @@ func (b *builder) planSkeleton(tree *os.File) error {
 			// Inside the root tmpfs or a fresh tmpfs: created directly.
 			continue
 		}
-		created, err := addMissing(tree, b.skeleton, rel, p.dir)
-		if err != nil {
-			return fmt.Errorf("%s: %w", p.path, err)
+		present := false
+		for _, tree := range trees {
+			missing, err := isMissing(tree, rel)
+			if err != nil {
+				return fmt.Errorf("%s: %w", p.path, err)
+			}
+			present = present || !missing
+		}
+		created := false
+		if !present {
+			if err := createBelow(b.skeleton, strings.Split(rel, "/"), p.dir); err != nil {
+				return fmt.Errorf("%s: %w", p.path, err)
+			}
+			created = true
 		}
 		if created && b.cfg.Rootfs.HostTree {
 			b.skeletonTops[top] = true
@@ -331,11 +350,10 @@ func (b *builder) planSkeleton(tree *os.File) error {
 	return nil
 }
 
-// addMissing walks rel below tree without following symlinks; from the
-// first missing component on, it creates the rest below skeleton (the last
-// one as a directory or an empty file). It reports whether it created
-// anything.
-func addMissing(tree *os.File, skeleton, rel string, dir bool) (bool, error) {
+// isMissing walks rel below tree without following symlinks and reports
+// whether a component is missing. A path through a symlink or a
+// non-directory counts as present: it is resolved inside the new root.
+func isMissing(tree *os.File, rel string) (bool, error) {
 	comps := strings.Split(rel, "/")
 	cur, err := unix.Dup(int(tree.Fd()))
 	if err != nil {
@@ -346,7 +364,7 @@ func addMissing(tree *os.File, skeleton, rel string, dir bool) (bool, error) {
 		var st unix.Stat_t
 		err := unix.Fstatat(cur, c, &st, unix.AT_SYMLINK_NOFOLLOW)
 		if errors.Is(err, unix.ENOENT) {
-			return true, createBelow(skeleton, comps, dir)
+			return true, nil
 		}
 		if err != nil {
 			return false, err

@@ -18,6 +18,7 @@ const usage = `usage: jail COMMAND [OPTIONS]
   run [RUN OPTIONS] [--] COMMAND [ARG...]   run a command in a new sandbox
   check                                     which isolation features this host gives you
   profile ls | show NAME | export NAME --bpf FILE   the named policies
+  image import PATH [--name NAME[:TAG]] | ls [--json] | rm REF | prune
   version                                   print the version
 
 Run 'jail run --help' for the RUN OPTIONS.
@@ -35,13 +36,15 @@ func dispatch(args []string) int {
 		return checkCommand(args[1:])
 	case "profile":
 		return profileCommand(args[1:])
+	case "image":
+		return imageCommand(args[1:])
 	case "version", "--version":
 		fmt.Printf("jail %s\n", jail.Version)
 		return 0
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return 0
-	case "create", "exec", "shell", "ls", "logs", "stop", "kill", "rm", "image", "serve":
+	case "create", "exec", "shell", "ls", "logs", "stop", "kill", "rm", "serve":
 		return fail("%s: not implemented yet", args[0])
 	default:
 		return fail("unknown command %q (see 'jail help')", args[0])

@@ -27,19 +27,24 @@ type Init struct {
 type Rootfs struct {
 	// HostTree: the host's own tree, bound read-only, with the host masks.
 	HostTree bool `json:"host_tree"`
-	// Lower is the directory used as the read-only lower layer when HostTree
-	// is false (--rootfs). Canonical host path, no symlinks.
-	Lower string `json:"lower,omitempty"`
-	// LowerDev and LowerIno identify Lower as the supervisor saw it, so a
-	// directory swapped in between is refused.
-	LowerDev uint64 `json:"lower_dev,omitempty"`
-	LowerIno uint64 `json:"lower_ino,omitempty"`
+	// Lowers are the read-only layers of the root when HostTree is false,
+	// top layer first: a --rootfs directory, or an image's layers.
+	Lowers []Layer `json:"lowers,omitempty"`
 	// ReadOnly: no writable layer over the root; only /tmp, /run, /dev/shm
 	// and /workspace can be written.
 	ReadOnly bool `json:"read_only"`
 	// Home is the writable, initially empty home directory of the sandbox
 	// user ("" for none). It replaces whatever the root has there.
 	Home string `json:"home,omitempty"`
+}
+
+// Layer is a directory of the host used as a read-only layer.
+type Layer struct {
+	// Path is canonical (no symlinks); Dev and Ino identify it as the
+	// supervisor saw it, so a directory swapped in between is refused.
+	Path string `json:"path"`
+	Dev  uint64 `json:"dev"`
+	Ino  uint64 `json:"ino"`
 }
 
 // Mount is one bind mount from the host into the sandbox.

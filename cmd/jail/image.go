@@ -1,0 +1,88 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/jail-sandbox/jail"
+)
+
+func imageCommand(args []string) int {
+	if len(args) == 0 {
+		return fail("image: which subcommand? (import, ls, rm, prune)")
+	}
+	store := jail.ImageStore()
+	switch args[0] {
+	case "import":
+		fs := flag.NewFlagSet("image import", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		name := fs.String("name", "", "NAME[:TAG] for the image")
+		quiet := fs.Bool("quiet", false, "print nothing but errors")
+		path, rest := firstArg(args[1:])
+		if err := fs.Parse(rest); err != nil {
+			return fail("image import: %v", err)
+		}
+		if path == "" && fs.NArg() == 1 {
+			path = fs.Arg(0)
+		}
+		if path == "" {
+			return fail("image import: usage: jail image import PATH [--name NAME[:TAG]]")
+		}
+		imgs, err := store.Import(path, *name)
+		if err != nil {
+			return fail("image %s: %v", path, err)
+		}
+		if !*quiet {
+			for _, img := range imgs {
+				fmt.Printf("%s\t%s\t%d layers\n", img.Name, img.Digest, len(img.Layers))
+			}
+		}
+		return 0
+	case "ls":
+		imgs, err := store.List()
+		if err != nil {
+			return fail("image ls: %v", err)
+		}
+		if len(args) > 1 && args[1] == "--json" {
+			out, _ := json.Marshal(imgs)
+			fmt.Println(string(out))
+			return 0
+		}
+		for _, img := range imgs {
+			fmt.Printf("%-50s %s %7.1f MiB\n", img.Name, strings.TrimPrefix(img.Digest, "sha256:")[:12], float64(img.Size)/(1<<20))
+		}
+		return 0
+	case "rm":
+		if len(args) != 2 {
+			return fail("image rm: takes one image reference")
+		}
+		if err := store.Remove(args[1]); err != nil {
+			return fail("%v", err)
+		}
+		if _, err := store.Prune(); err != nil {
+			return fail("image rm: %v", err)
+		}
+		return 0
+	case "prune":
+		n, err := store.Prune()
+		if err != nil {
+			return fail("image prune: %v", err)
+		}
+		fmt.Printf("removed %d unused layers\n", n)
+		return 0
+	case "pull":
+		return fail("image pull: not implemented yet")
+	}
+	return fail("image: unknown subcommand %q", args[0])
+}
+
+// firstArg splits a leading positional argument from flags after it.
+func firstArg(args []string) (string, []string) {
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		return args[0], args[1:]
+	}
+	return "", args
+}

@@ -1,0 +1,198 @@
+package images
+
+import (
+	"archive/tar"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Ownership says how the owners recorded in a layer become owners on disk.
+type Ownership struct {
+	// Shift, when true, stores a file owned by id N as host id Base+N
+	// (jail run as root: the sandbox maps its ids 0..Size-1 there, so the
+	// file reads as owned by N inside). When false (rootless), every file
+	// belongs to the caller, the one id the sandbox has.
+	Shift bool
+	Base  int
+	Size  int
+}
+
+// unpackStats counts what an unpack left out.
+type unpackStats struct {
+	devices   int // device nodes skipped
+	setuid    int // setuid/setgid bits dropped (rootless)
+	whiteouts int
+}
+
+// unpackLayer extracts a layer tar into dir. Every path is resolved through
+// os.Root, so no entry, whatever its name, link target or the symlinks laid
+// before it, can create or change anything outside dir. Whiteouts become
+// overlayfs whiteouts (a 0:0 character device), opaque directories get the
+// user.overlay.opaque xattr that overlayfs reads in a user namespace.
+func unpackLayer(r io.Reader, dir string, own Ownership) (unpackStats, error) {
+	var st unpackStats
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return st, err
+	}
+	defer root.Close()
+	tr := tar.NewReader(r)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return st, nil
+		}
+		if err != nil {
+			return st, fmt.Errorf("layer tar: %w", err)
+		}
+		rel, ok := cleanName(hdr.Name)
+		if !ok {
+			continue // the root itself
+		}
+		if err := unpackEntry(root, tr, hdr, rel, own, &st); err != nil {
+			return st, fmt.Errorf("layer entry %q: %w", hdr.Name, err)
+		}
+	}
+}
+
+// cleanName makes a tar name relative to the layer root: "/a/../b", "./b"
+// and "../../b" all become "b". It reports false for the root itself.
+func cleanName(name string) (string, bool) {
+	rel := strings.TrimPrefix(path.Clean("/"+name), "/")
+	return rel, rel != ""
+}
+
+func unpackEntry(root *os.Root, r io.Reader, hdr *tar.Header, rel string, own Ownership, st *unpackStats) error {
+	dir, base := path.Split(rel)
+	dir = strings.TrimSuffix(dir, "/")
+	if dir == "" {
+		dir = "."
+	}
+	if err := root.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	// Whiteouts: ".wh..wh..opq" makes the directory opaque; ".wh.NAME"
+	// deletes NAME of the layers below.
+	if base == ".wh..wh..opq" {
+		st.whiteouts++
+		return withDir(root, dir, func(fd int) error {
+			return unix.Fsetxattr(fd, "user.overlay.opaque", []byte("y"), 0)
+		})
+	}
+	if name, ok := strings.CutPrefix(base, ".wh."); ok {
+		st.whiteouts++
+		if name == "" || name == "." || name == ".." {
+			return errors.New("malformed whiteout")
+		}
+		_ = root.RemoveAll(path.Join(dir, name))
+		return withDir(root, dir, func(fd int) error {
+			return unix.Mknodat(fd, name, unix.S_IFCHR|0o000, 0)
+		})
+	}
+
+	// A later entry replaces an earlier one of the same name, except that
+	// a directory stays a directory.
+	if hdr.Typeflag != tar.TypeDir {
+		if err := root.Remove(rel); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := root.RemoveAll(rel); err != nil {
+				return err
+			}
+		}
+	}
+	mode := hdr.FileInfo().Mode().Perm() | hdr.FileInfo().Mode()&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky)
+	if !own.Shift && mode&(fs.ModeSetuid|fs.ModeSetgid) != 0 {
+		// Rootless, every file is the caller's: a setuid bit would only
+		// ever grant the caller's own identity, so it is dropped.
+		mode &^= fs.ModeSetuid | fs.ModeSetgid
+		st.setuid++
+	}
+	switch hdr.Typeflag {
+	case tar.TypeDir:
+		if err := root.MkdirAll(rel, 0o755); err != nil {
+			return err
+		}
+	case tar.TypeReg, tar.TypeRegA:
+		f, err := root.OpenFile(rel, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(f, r)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	case tar.TypeSymlink:
+		// The target is stored as written; nothing here follows it, and
+		// in the sandbox it resolves inside the sandbox's root.
+		return chownLink(root, rel, hdr, own, root.Symlink(hdr.Linkname, rel))
+	case tar.TypeLink:
+		target, ok := cleanName(hdr.Linkname)
+		if !ok {
+			return errors.New("hard link to the layer root")
+		}
+		// os.Root resolves both names inside the layer: a link can only
+		// join files of this layer.
+		return root.Link(target, rel)
+	case tar.TypeFifo:
+		if err := withDir(root, dir, func(fd int) error {
+			return unix.Mknodat(fd, base, unix.S_IFIFO|0o600, 0)
+		}); err != nil {
+			return err
+		}
+	case tar.TypeChar, tar.TypeBlock:
+		// A sandbox's overlay is mounted in its user namespace, where
+		// device nodes do not work; jail's /dev provides what is needed.
+		st.devices++
+		return nil
+	default:
+		return nil // pax headers and the like carry no file
+	}
+	if err := chown(root, rel, hdr, own); err != nil {
+		return err
+	}
+	// After chown, which clears setuid bits.
+	if err := root.Chmod(rel, mode); err != nil {
+		return err
+	}
+	return root.Chtimes(rel, hdr.ModTime, hdr.ModTime)
+}
+
+// withDir runs f with a descriptor of dir, resolved inside root.
+func withDir(root *os.Root, dir string, f func(fd int) error) error {
+	d, err := root.OpenFile(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return f(int(d.Fd()))
+}
+
+func hostID(id int, own Ownership) int {
+	if id < 0 || id >= own.Size {
+		id = 65534 // nobody: outside the range the sandbox maps
+	}
+	return own.Base + id
+}
+
+func chown(root *os.Root, rel string, hdr *tar.Header, own Ownership) error {
+	if !own.Shift {
+		return nil
+	}
+	return root.Lchown(rel, hostID(hdr.Uid, own), hostID(hdr.Gid, own))
+}
+
+func chownLink(root *os.Root, rel string, hdr *tar.Header, own Ownership, err error) error {
+	if err != nil {
+		return err
+	}
+	return chown(root, rel, hdr, own)
+}
