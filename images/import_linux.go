@@ -331,9 +331,14 @@ func (s Store) store(img v1.Image) (Image, error) {
 	}
 	for i, l := range layers {
 		diffID := cfg.RootFS.DiffIDs[i]
+		start := time.Now()
 		size, err := s.storeLayer(l, diffID)
 		if err != nil {
 			return Image{}, fmt.Errorf("layer %s: %w", short(diffID.String()), err)
+		}
+		if s.Progress != nil {
+			fmt.Fprintf(s.Progress, "layer %d/%d %s  %.1f MiB  %s\n", i+1, len(layers), short(diffID.String()),
+				float64(size)/(1<<20), time.Since(start).Round(time.Millisecond))
 		}
 		rec.Layers = append(rec.Layers, diffID.String())
 		rec.Size += size

@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -58,6 +59,8 @@ type Store struct {
 	Root string
 	// Own is how layer owners are stored (see Ownership).
 	Own Ownership
+	// Progress, when set, receives one line per layer as it is stored.
+	Progress io.Writer
 }
 
 // DefaultStore is the caller's store: $JAIL_IMAGE_STORE when set, else

@@ -4,6 +4,8 @@ import (
 	"archive/tar"
 	"bytes"
 	"io"
+	"log"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,10 +13,12 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
@@ -334,6 +338,43 @@ func TestImageBadInput(t *testing.T) {
 		// Nothing half-made remains: no layer, no image.
 		if ls := jailS("image", "ls").stdout; strings.TrimSpace(ls) != "" {
 			t.Errorf("failed imports left images: %s", ls)
+		}
+	})
+}
+
+// TestImagePull pulls from a registry this test serves on loopback: an
+// index of two platforms, of which jail must take this machine's.
+func TestImagePull(t *testing.T) {
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	base := layerOf(t, busyboxEntries(t))
+	amd := image(t, []string{"/bin/echo", "this is amd64"}, nil, base)
+	arm := image(t, []string{"/bin/echo", "this is arm64"}, nil, base)
+	armCfg, _ := arm.ConfigFile()
+	armCfg.Architecture = "arm64"
+	arm, _ = mutate.ConfigFile(arm, armCfg)
+	idx := mutate.AppendManifests(empty.Index,
+		mutate.IndexAddendum{Add: arm, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: "arm64"}}},
+		mutate.IndexAddendum{Add: amd, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: "amd64"}}},
+	)
+	ref, err := name.ParseReference(host + "/multi:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.WriteIndex(ref, idx); err != nil {
+		t.Fatal(err)
+	}
+	forEachMode(t, func(t *testing.T, m mode) {
+		jailS := withStore(t, m)
+		if r := jailS("image", "pull", host+"/multi:1", "--quiet"); r.code != 0 {
+			t.Fatalf("pull: %d %s", r.code, r.stderr)
+		}
+		if r := jailS("run", "--image", host+"/multi:1"); r.stdout != "this is amd64\n" {
+			t.Errorf("pulled image ran %q (stderr %q)", r.stdout, r.stderr)
+		}
+		if r := jailS("image", "pull", host+"/absent:1"); r.code != 125 || !strings.HasPrefix(r.stderr, "jail: image ") {
+			t.Errorf("pull of a missing image: %d %q", r.code, r.stderr)
 		}
 	})
 }

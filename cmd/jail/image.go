@@ -5,7 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/jail-sandbox/jail"
 )
@@ -30,6 +33,9 @@ func imageCommand(args []string) int {
 		}
 		if path == "" {
 			return fail("image import: usage: jail image import PATH [--name NAME[:TAG]]")
+		}
+		if !*quiet && isTerminal(os.Stderr) {
+			store.Progress = os.Stderr
 		}
 		imgs, err := store.Import(path, *name)
 		if err != nil {
@@ -74,9 +80,29 @@ func imageCommand(args []string) int {
 		fmt.Printf("removed %d unused layers\n", n)
 		return 0
 	case "pull":
-		return fail("image pull: not implemented yet")
+		ref, rest := firstArg(args[1:])
+		quiet := len(rest) == 1 && rest[0] == "--quiet"
+		if ref == "" || (len(rest) > 0 && !quiet) {
+			return fail("image pull: usage: jail image pull REF [--quiet]")
+		}
+		if !quiet && isTerminal(os.Stderr) {
+			store.Progress = os.Stderr
+		}
+		img, err := store.Pull(ref)
+		if err != nil {
+			return fail("image %s: %v", ref, err)
+		}
+		if !quiet {
+			fmt.Printf("%s\t%s\t%d layers\n", img.Name, img.Digest, len(img.Layers))
+		}
+		return 0
 	}
 	return fail("image: unknown subcommand %q", args[0])
+}
+
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 // firstArg splits a leading positional argument from flags after it.

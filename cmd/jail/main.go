@@ -18,7 +18,7 @@ const usage = `usage: jail COMMAND [OPTIONS]
   run [RUN OPTIONS] [--] COMMAND [ARG...]   run a command in a new sandbox
   check                                     which isolation features this host gives you
   profile ls | show NAME | export NAME --bpf FILE   the named policies
-  image import PATH [--name NAME[:TAG]] | ls [--json] | rm REF | prune
+  image import PATH [--name NAME[:TAG]] | pull REF | ls [--json] | rm REF | prune
   version                                   print the version
 
 Run 'jail run --help' for the RUN OPTIONS.
