@@ -5,7 +5,7 @@ GO ?= go
 # One static binary: libseccomp is linked in (cgo), and the pure-Go resolver
 # and user lookups keep glibc's dynamic parts out.
 STATIC := -tags netgo,osusergo -ldflags '-linkmode external -extldflags "-static"'
-TEST_PACKAGES := busybox-static bubblewrap util-linux libseccomp-dev gcc git python3
+TEST_PACKAGES := busybox-static bubblewrap util-linux libseccomp-dev gcc git python3 debootstrap
 BENCH_PACKAGES := bubblewrap hyperfine
 
 .PHONY: build build-deps test test-deps test-host test-cgroup2 bench vet clean

@@ -1,0 +1,86 @@
+package test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+// pythonImageCache keeps the Debian-based Python image between runs:
+// building it takes debootstrap (tens of seconds, and the Debian mirror).
+const pythonImageCache = "/var/cache/jail-test/python-bookworm-oci.tar"
+
+// pythonImage returns an OCI archive of a Debian bookworm minbase system
+// with python3-minimal, building it the first time.
+func pythonImage(t *testing.T) string {
+	t.Helper()
+	if _, err := os.Stat(pythonImageCache); err == nil {
+		return pythonImageCache
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("building the Python image needs root (debootstrap)")
+	}
+	if _, err := exec.LookPath("debootstrap"); err != nil {
+		t.Fatalf("debootstrap is needed to build the Python image: %v", err)
+	}
+	work, err := os.MkdirTemp(filepath.Dir(pythonImageCache), "build-")
+	if err != nil {
+		if err := os.MkdirAll(filepath.Dir(pythonImageCache), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if work, err = os.MkdirTemp(filepath.Dir(pythonImageCache), "build-"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer os.RemoveAll(work)
+	root := filepath.Join(work, "root")
+	out, err := exec.Command("debootstrap", "--variant=minbase", "--include=python3-minimal", "bookworm", root, "http://deb.debian.org/debian").CombinedOutput()
+	if err != nil {
+		t.Fatalf("debootstrap: %v\n%s", err, out[max(0, len(out)-2000):])
+	}
+	layer := filepath.Join(work, "layer.tar")
+	// GNU tar keeps the numeric owners and modes of every file.
+	if out, err := exec.Command("tar", "--numeric-owner", "-C", root, "-cf", layer, ".").CombinedOutput(); err != nil {
+		t.Fatalf("tar: %v\n%s", err, out)
+	}
+	l, err := tarball.LayerFromFile(layer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := image(t, []string{"python3", "-c", "print('hello from python')"}, []string{"PATH=/usr/local/bin:/usr/bin:/bin"}, l)
+	writeLayout(t, filepath.Join(work, "layout"), "localhost/python:bookworm", img)
+	tarDir(t, filepath.Join(work, "layout"), pythonImageCache+".tmp")
+	if err := os.Rename(pythonImageCache+".tmp", pythonImageCache); err != nil {
+		t.Fatal(err)
+	}
+	return pythonImageCache
+}
+
+func TestPythonImageEndToEnd(t *testing.T) {
+	if os.Getenv("JAIL_TEST_BINARIES") != "" {
+		t.Skip("the Python image is tested on the host; in the VM it would take minutes")
+	}
+	archive := pythonImage(t)
+	forEachMode(t, func(t *testing.T, m mode) {
+		jailS := withStore(t, m)
+		if r := jailS("image", "import", archive, "--quiet"); r.code != 0 {
+			t.Fatalf("import: %d %s", r.code, r.stderr)
+		}
+		if r := jailS("run", "--image", "localhost/python:bookworm"); r.stdout != "hello from python\n" {
+			t.Errorf("default command: %q %q", r.stdout, r.stderr)
+		}
+		script := `import os, sys; print(os.getuid(), sys.version_info[:2], open("/etc/debian_version").read()[:2], "usr" in os.listdir("/"))`
+		r := jailS("run", "--image", "localhost/python:bookworm", "--", "python3", "-c", script)
+		if r.stdout != "0 (3, 11) 12 True\n" {
+			t.Errorf("python in the image: %q %q", r.stdout, r.stderr)
+		}
+		// Files keep their owners: root's files read as root's inside.
+		if r := jailS("run", "--image", "localhost/python:bookworm", "--", "stat", "-c", "%u %a", "/usr/bin/python3.11", "/etc/shadow"); !strings.HasPrefix(r.stdout, "0 755\n") {
+			t.Errorf("owners: %q %q", r.stdout, r.stderr)
+		}
+	})
+}
