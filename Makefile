@@ -6,7 +6,7 @@ GO ?= go
 # and user lookups keep glibc's dynamic parts out.
 STATIC := -tags netgo,osusergo -ldflags '-linkmode external -extldflags "-static"'
 TEST_PACKAGES := busybox-static bubblewrap util-linux libseccomp-dev gcc git python3 debootstrap
-BENCH_PACKAGES := bubblewrap hyperfine
+BENCH_PACKAGES := bubblewrap umoci bc
 
 .PHONY: build build-deps test test-deps test-host test-cgroup2 bench vet clean
 
@@ -59,6 +59,7 @@ bench: build
 		"bwrap --unshare-all --ro-bind / / --proc /proc --dev /dev /bin/true" \
 		"unshare -Urmpinuf --mount-proc /bin/true" \
 		"/bin/true"
+	bash test/bench-images.sh
 
 vet:
 	$(GO) vet ./...
