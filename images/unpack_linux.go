@@ -82,9 +82,13 @@ func unpackEntry(root *os.Root, r io.Reader, hdr *tar.Header, rel string, own Ow
 	// deletes NAME of the layers below.
 	if base == ".wh..wh..opq" {
 		st.whiteouts++
-		return withDir(root, dir, func(fd int) error {
+		err := withDir(root, dir, func(fd int) error {
 			return unix.Fsetxattr(fd, "user.overlay.opaque", []byte("y"), 0)
 		})
+		if errors.Is(err, unix.EOPNOTSUPP) {
+			return errors.New("the image store's filesystem cannot record an opaque directory (no user xattrs; tmpfs has them from Linux 6.6): set JAIL_IMAGE_STORE to a directory on ext4, xfs or btrfs")
+		}
+		return err
 	}
 	if name, ok := strings.CutPrefix(base, ".wh."); ok {
 		st.whiteouts++
