@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -332,13 +333,13 @@ func (s Store) store(img v1.Image) (Image, error) {
 	for i, l := range layers {
 		diffID := cfg.RootFS.DiffIDs[i]
 		start := time.Now()
-		size, err := s.storeLayer(l, diffID)
+		label := fmt.Sprintf("layer %d/%d %s", i+1, len(layers), short(diffID.String()))
+		size, err := s.storeLayer(l, diffID, label)
 		if err != nil {
 			return Image{}, fmt.Errorf("layer %s: %w", short(diffID.String()), err)
 		}
 		if s.Progress != nil {
-			fmt.Fprintf(s.Progress, "layer %d/%d %s  %.1f MiB  %s\n", i+1, len(layers), short(diffID.String()),
-				float64(size)/(1<<20), time.Since(start).Round(time.Millisecond))
+			fmt.Fprintf(s.Progress, "\r%s  %.1f MiB  done in %s\033[K\n", label, float64(size)/(1<<20), time.Since(start).Round(time.Millisecond))
 		}
 		rec.Layers = append(rec.Layers, diffID.String())
 		rec.Size += size
@@ -353,7 +354,7 @@ var supportedLayers = map[types.MediaType]bool{
 
 // storeLayer verifies a layer against both its digests and unpacks it into
 // its directory, unless an earlier import already did.
-func (s Store) storeLayer(l v1.Layer, diffID v1.Hash) (int64, error) {
+func (s Store) storeLayer(l v1.Layer, diffID v1.Hash, label string) (int64, error) {
 	if diffID.Algorithm != "sha256" || len(diffID.Hex) != 64 {
 		return 0, fmt.Errorf("unsupported diff ID %s", diffID)
 	}
@@ -378,7 +379,10 @@ func (s Store) storeLayer(l v1.Layer, diffID v1.Hash) (int64, error) {
 		return 0, fmt.Errorf("missing blob %s: %v", short(want.String()), err)
 	}
 	h := sha256.New()
-	_, err = io.Copy(h, rc)
+	fetched := &countingReader{r: rc}
+	stop := s.showProgress(label+" fetching", fetched)
+	_, err = io.Copy(h, fetched)
+	stop()
 	rc.Close()
 	if err != nil {
 		return 0, fmt.Errorf("read blob: %v", err)
@@ -407,7 +411,10 @@ func (s Store) storeLayer(l v1.Layer, diffID v1.Hash) (int64, error) {
 	defer rc.Close()
 	h = sha256.New()
 	counted := &countingReader{r: io.TeeReader(rc, h)}
-	if _, err := unpackLayer(counted, tmp, s.Own); err != nil {
+	stop = s.showProgress(label+" unpacking", counted)
+	_, err = unpackLayer(counted, tmp, s.Own)
+	stop()
+	if err != nil {
 		return 0, err
 	}
 	if _, err := io.Copy(io.Discard, counted); err != nil {
@@ -432,18 +439,44 @@ func (s Store) storeLayer(l v1.Layer, diffID v1.Hash) (int64, error) {
 		return 0, err
 	}
 	keep = true
-	return counted.n, nil
+	return counted.n.Load(), nil
 }
 
+// countingReader counts bytes as they pass; the progress line reads the
+// count from another goroutine.
 type countingReader struct {
 	r io.Reader
-	n int64
+	n atomic.Int64
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
-	c.n += int64(n)
+	c.n.Add(int64(n))
 	return n, err
+}
+
+// showProgress rewrites one terminal line with the bytes counted so far,
+// five times a second, until the returned function is called.
+func (s Store) showProgress(label string, c *countingReader) (stop func()) {
+	if s.Progress == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			fmt.Fprintf(s.Progress, "\r%s  %.1f MiB\033[K", label, float64(c.n.Load())/(1<<20))
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
 }
 
 func dirSize(dir string) int64 {

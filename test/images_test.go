@@ -3,8 +3,10 @@ package test
 import (
 	"archive/tar"
 	"bytes"
+	"encoding/base64"
 	"io"
 	"log"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -324,6 +327,12 @@ func TestImageBadInput(t *testing.T) {
 		// A layout with a blob missing.
 		writeLayout(t, filepath.Join(dir, "missing"), "localhost/missing:1", good)
 		os.Remove(filepath.Join(dir, "missing", "blobs", "sha256", d.Hex))
+		// A layer of a media type no runtime unpacks.
+		foreign, err := mutate.Append(empty.Image, mutate.Addendum{Layer: layerOf(t, busyboxEntries(t)), MediaType: "application/vnd.example.unknown"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeLayout(t, filepath.Join(dir, "foreign"), "localhost/foreign:1", foreign)
 		// A truncated archive.
 		writeLayout(t, filepath.Join(dir, "full"), "localhost/full:1", good)
 		tarDir(t, filepath.Join(dir, "full"), filepath.Join(dir, "full.tar"))
@@ -334,6 +343,7 @@ func TestImageBadInput(t *testing.T) {
 			{[]string{"image", "import", filepath.Join(dir, "garbage.tar")}},
 			{[]string{"image", "import", filepath.Join(dir, "lying")}},
 			{[]string{"image", "import", filepath.Join(dir, "missing")}},
+			{[]string{"image", "import", filepath.Join(dir, "foreign")}},
 			{[]string{"image", "import", filepath.Join(dir, "truncated.tar")}},
 			{[]string{"image", "import", filepath.Join(dir, "no-such")}},
 			{[]string{"run", "--image", "localhost/never-imported:1", "--", "true"}},
@@ -384,6 +394,51 @@ func TestImagePull(t *testing.T) {
 		}
 		if r := jailS("image", "pull", host+"/absent:1"); r.code != 125 || !strings.HasPrefix(r.stderr, "jail: image ") {
 			t.Errorf("pull of a missing image: %d %q", r.code, r.stderr)
+		}
+	})
+}
+
+// TestImagePullWithCredentials: a registry that wants a password gets the
+// one in the caller's Docker config ($DOCKER_CONFIG/config.json), and
+// without it the pull fails cleanly.
+func TestImagePullWithCredentials(t *testing.T) {
+	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if user, pass, ok := r.BasicAuth(); !ok || user != "agent" || pass != "s3cret" {
+			w.Header().Set("WWW-Authenticate", `Basic realm="jail-test"`)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		reg.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	ref, _ := name.ParseReference(host + "/private:1")
+	img := image(t, []string{"/bin/echo", "private image"}, nil, layerOf(t, busyboxEntries(t)))
+	if err := remote.Write(ref, img, remote.WithAuth(&authn.Basic{Username: "agent", Password: "s3cret"})); err != nil {
+		t.Fatal(err)
+	}
+	forEachMode(t, func(t *testing.T, m mode) {
+		store := filepath.Join(sharedTempDir(t, rootless), "store")
+		config := sharedTempDir(t, rootless)
+		auth := base64.StdEncoding.EncodeToString([]byte("agent:s3cret"))
+		os.WriteFile(filepath.Join(config, "config.json"), []byte(`{"auths": {"`+host+`": {"auth": "`+auth+`"}}}`), 0o644)
+		run := func(withConfig bool, args ...string) result {
+			cmd := command(m, args...)
+			cmd.Env = append(cmd.Env, "JAIL_IMAGE_STORE="+store)
+			if withConfig {
+				cmd.Env = append(cmd.Env, "DOCKER_CONFIG="+config)
+			}
+			return runCmd(t, cmd)
+		}
+		if r := run(false, "image", "pull", host+"/private:1"); r.code != 125 || !strings.HasPrefix(r.stderr, "jail: image ") {
+			t.Errorf("pull without credentials: %d %q", r.code, r.stderr)
+		}
+		if r := run(true, "image", "pull", host+"/private:1", "--quiet"); r.code != 0 {
+			t.Fatalf("pull with credentials: %d %q", r.code, r.stderr)
+		}
+		if r := run(false, "run", "--image", host+"/private:1"); r.stdout != "private image\n" {
+			t.Errorf("run: %q %q", r.stdout, r.stderr)
 		}
 	})
 }
