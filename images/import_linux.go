@@ -2,6 +2,7 @@ package images
 
 import (
 	"archive/tar"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -19,6 +20,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/klauspost/compress/zstd"
 )
 
 // refAnnotation names an image in an OCI index.
@@ -369,7 +371,6 @@ func (s Store) storeLayer(l v1.Layer, diffID v1.Hash, label string) (int64, erro
 	if !supportedLayers[mt] {
 		return 0, fmt.Errorf("unsupported media type %s", mt)
 	}
-	// The compressed blob must be what the manifest says.
 	want, err := l.Digest()
 	if err != nil {
 		return 0, err
@@ -378,18 +379,7 @@ func (s Store) storeLayer(l v1.Layer, diffID v1.Hash, label string) (int64, erro
 	if err != nil {
 		return 0, fmt.Errorf("missing blob %s: %v", short(want.String()), err)
 	}
-	h := sha256.New()
-	fetched := &countingReader{r: rc}
-	stop := s.showProgress(label+" fetching", fetched)
-	_, err = io.Copy(h, fetched)
-	stop()
-	rc.Close()
-	if err != nil {
-		return 0, fmt.Errorf("read blob: %v", err)
-	}
-	if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); want.Algorithm == "sha256" && got != want.String() {
-		return 0, fmt.Errorf("digest mismatch: the blob is %s, the manifest says %s", short(got), short(want.String()))
-	}
+	defer rc.Close()
 
 	tmp, err := os.MkdirTemp(filepath.Join(s.Root, "tmp"), "layer-")
 	if err != nil {
@@ -404,22 +394,46 @@ func (s Store) storeLayer(l v1.Layer, diffID v1.Hash, label string) (int64, erro
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return 0, err
 	}
-	rc, err = l.Uncompressed()
+	// One pass: the blob is hashed as it is read, decompressed, and the
+	// content hashed as it is unpacked. Both digests are checked before
+	// the layer gets its final name, so nothing unverified is ever used.
+	blobHash, contentHash := sha256.New(), sha256.New()
+	fetched := &countingReader{r: io.TeeReader(rc, blobHash)}
+	// A blob that is not what the manifest says is reported as such, even
+	// when it also fails to decompress or unpack.
+	blobMismatch := func() error {
+		_, _ = io.Copy(io.Discard, fetched)
+		if got := "sha256:" + hex.EncodeToString(blobHash.Sum(nil)); want.Algorithm == "sha256" && got != want.String() {
+			return fmt.Errorf("digest mismatch: the blob is %s, the manifest says %s", short(got), short(want.String()))
+		}
+		return nil
+	}
+	content, err := decompress(mt, fetched)
 	if err != nil {
+		if mismatch := blobMismatch(); mismatch != nil {
+			return 0, mismatch
+		}
 		return 0, err
 	}
-	defer rc.Close()
-	h = sha256.New()
-	counted := &countingReader{r: io.TeeReader(rc, h)}
-	stop = s.showProgress(label+" unpacking", counted)
+	defer content.Close()
+	counted := &countingReader{r: io.TeeReader(content, contentHash)}
+	stop := s.showProgress(label, counted)
 	_, err = unpackLayer(counted, tmp, s.Own)
 	stop()
 	if err != nil {
+		if mismatch := blobMismatch(); mismatch != nil {
+			return 0, mismatch
+		}
 		return 0, err
 	}
+	// Whatever the tar did not read still counts towards both digests.
 	if _, err := io.Copy(io.Discard, counted); err != nil {
+		return 0, fmt.Errorf("read layer: %v", err)
+	}
+	if err := blobMismatch(); err != nil {
 		return 0, err
 	}
+	h := contentHash
 	if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); got != diffID.String() {
 		return 0, fmt.Errorf("digest mismatch: the layer's content is %s, the config says %s", short(got), short(diffID.String()))
 	}
@@ -440,6 +454,26 @@ func (s Store) storeLayer(l v1.Layer, diffID v1.Hash, label string) (int64, erro
 	}
 	keep = true
 	return counted.n.Load(), nil
+}
+
+// decompress opens a layer blob's content according to its media type.
+func decompress(mt types.MediaType, r io.Reader) (io.ReadCloser, error) {
+	switch mt {
+	case types.DockerUncompressedLayer, types.OCIUncompressedLayer:
+		return io.NopCloser(r), nil
+	case types.OCILayerZStd:
+		d, err := zstd.NewReader(r)
+		if err != nil {
+			return nil, fmt.Errorf("zstd: %v", err)
+		}
+		return d.IOReadCloser(), nil
+	default:
+		g, err := gzip.NewReader(r)
+		if err != nil {
+			return nil, fmt.Errorf("gzip: %v", err)
+		}
+		return g, nil
+	}
 }
 
 // countingReader counts bytes as they pass; the progress line reads the

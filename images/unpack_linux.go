@@ -9,6 +9,8 @@ import (
 	"os"
 	"path"
 	"strings"
+	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -29,6 +31,11 @@ type unpackStats struct {
 	devices   int // device nodes skipped
 	setuid    int // setuid/setgid bits dropped (rootless)
 	whiteouts int
+	// seen holds the names this unpack created and dirs the directories
+	// known to exist: a layer starts empty, so a name needs removing only
+	// if the tar wrote it before, and a directory creating only once.
+	seen map[string]bool
+	dirs map[string]bool
 }
 
 // unpackLayer extracts a layer tar into dir. Every path is resolved through
@@ -37,7 +44,7 @@ type unpackStats struct {
 // overlayfs whiteouts (a 0:0 character device), opaque directories get the
 // user.overlay.opaque xattr that overlayfs reads in a user namespace.
 func unpackLayer(r io.Reader, dir string, own Ownership) (unpackStats, error) {
-	var st unpackStats
+	st := unpackStats{seen: map[string]bool{}, dirs: map[string]bool{".": true}}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return st, err
@@ -75,8 +82,13 @@ func unpackEntry(root *os.Root, r io.Reader, hdr *tar.Header, rel string, own Ow
 	if dir == "" {
 		dir = "."
 	}
-	if err := root.MkdirAll(dir, 0o755); err != nil {
-		return err
+	if !st.dirs[dir] {
+		if err := root.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		for d := dir; d != "." && !st.dirs[d]; d = path.Dir(d) {
+			st.dirs[d] = true
+		}
 	}
 	// Whiteouts: ".wh..wh..opq" makes the directory opaque; ".wh.NAME"
 	// deletes NAME of the layers below.
@@ -95,7 +107,9 @@ func unpackEntry(root *os.Root, r io.Reader, hdr *tar.Header, rel string, own Ow
 		if name == "" || name == "." || name == ".." {
 			return errors.New("malformed whiteout")
 		}
-		_ = root.RemoveAll(path.Join(dir, name))
+		if st.seen[path.Join(dir, name)] {
+			_ = root.RemoveAll(path.Join(dir, name))
+		}
 		return withDir(root, dir, func(fd int) error {
 			return unix.Mknodat(fd, name, unix.S_IFCHR|0o000, 0)
 		})
@@ -103,13 +117,13 @@ func unpackEntry(root *os.Root, r io.Reader, hdr *tar.Header, rel string, own Ow
 
 	// A later entry replaces an earlier one of the same name, except that
 	// a directory stays a directory.
-	if hdr.Typeflag != tar.TypeDir {
-		if err := root.Remove(rel); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			if err := root.RemoveAll(rel); err != nil {
-				return err
-			}
+	if hdr.Typeflag != tar.TypeDir && st.seen[rel] {
+		if err := root.RemoveAll(rel); err != nil {
+			return err
 		}
+		delete(st.dirs, rel)
 	}
+	st.seen[rel] = true
 	mode := hdr.FileInfo().Mode().Perm() | hdr.FileInfo().Mode()&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky)
 	if !own.Shift && mode&(fs.ModeSetuid|fs.ModeSetgid) != 0 {
 		// Rootless, every file is the caller's: a setuid bit would only
@@ -119,21 +133,33 @@ func unpackEntry(root *os.Root, r io.Reader, hdr *tar.Header, rel string, own Ow
 	}
 	switch hdr.Typeflag {
 	case tar.TypeDir:
-		if err := root.MkdirAll(rel, 0o755); err != nil {
-			return err
+		if !st.dirs[rel] {
+			if err := root.MkdirAll(rel, 0o755); err != nil {
+				return err
+			}
+			st.dirs[rel] = true
 		}
 	case tar.TypeReg, tar.TypeRegA:
+		// Owner, mode and times go through the open descriptor: no
+		// second lookup of the name.
 		f, err := root.OpenFile(rel, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 		if err != nil {
 			return err
 		}
 		_, err = io.Copy(f, r)
+		if err == nil && own.Shift {
+			err = f.Chown(hostID(hdr.Uid, own), hostID(hdr.Gid, own))
+		}
+		if err == nil {
+			err = f.Chmod(mode)
+		}
+		if err == nil {
+			err = futimens(f, hdr.ModTime)
+		}
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
-		if err != nil {
-			return err
-		}
+		return err
 	case tar.TypeSymlink:
 		// The target is stored as written; nothing here follows it, and
 		// in the sandbox it resolves inside the sandbox's root.
@@ -168,6 +194,17 @@ func unpackEntry(root *os.Root, r io.Reader, hdr *tar.Header, rel string, own Ow
 		return err
 	}
 	return root.Chtimes(rel, hdr.ModTime, hdr.ModTime)
+}
+
+// futimens sets a file's access and modification times through its
+// descriptor (utimensat with a NULL path, which every kernel supports).
+func futimens(f *os.File, t time.Time) error {
+	ts := [2]unix.Timespec{unix.NsecToTimespec(t.UnixNano()), unix.NsecToTimespec(t.UnixNano())}
+	_, _, errno := unix.Syscall6(unix.SYS_UTIMENSAT, f.Fd(), 0, uintptr(unsafe.Pointer(&ts[0])), 0, 0, 0)
+	if errno != 0 {
+		return &os.PathError{Op: "futimens", Path: f.Name(), Err: errno}
+	}
+	return nil
 }
 
 // withDir runs f with a descriptor of dir, resolved inside root.

@@ -5,7 +5,7 @@
 # The image is the one the test suite builds (make test); root is needed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-archive=/var/cache/jail-test/python-bookworm-oci.tar
+archive=/var/cache/jail-test/python-bookworm-oci-v2.tar
 jail=$PWD/bin/jail
 rounds=${ROUNDS:-5}
 if [ ! -f "$archive" ]; then
@@ -13,6 +13,7 @@ if [ ! -f "$archive" ]; then
 fi
 command -v umoci >/dev/null || { echo "bench-images: skipped: needs Debian's umoci"; exit 0; }
 work=$(mktemp -d /var/tmp/jail-bench.XXXXXX)
+chmod 755 "$work" # the sandboxes' init, an unprivileged host id, walks into the store
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/layout"
 tar -C "$work/layout" -xf "$archive"

@@ -7,12 +7,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // pythonImageCache keeps the Debian-based Python image between runs:
 // building it takes debootstrap (tens of seconds, and the Debian mirror).
-const pythonImageCache = "/var/cache/jail-test/python-bookworm-oci.tar"
+const pythonImageCache = "/var/cache/jail-test/python-bookworm-oci-v2.tar"
 
 // pythonImage returns an OCI archive of a Debian bookworm minbase system
 // with python3-minimal, building it the first time.
@@ -47,11 +50,24 @@ func pythonImage(t *testing.T) string {
 	if out, err := exec.Command("tar", "--numeric-owner", "-C", root, "-cf", layer, ".").CombinedOutput(); err != nil {
 		t.Fatalf("tar: %v\n%s", err, out)
 	}
-	l, err := tarball.LayerFromFile(layer)
+	// OCI media types throughout, so other OCI tools (umoci, in make
+	// bench) read the same layout.
+	l, err := tarball.LayerFromFile(layer, tarball.WithMediaType(types.OCILayer))
 	if err != nil {
 		t.Fatal(err)
 	}
-	img := image(t, []string{"python3", "-c", "print('hello from python')"}, []string{"PATH=/usr/local/bin:/usr/bin:/bin"}, l)
+	base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+	img, err := mutate.AppendLayers(base, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := img.ConfigFile()
+	cfg.OS, cfg.Architecture = "linux", "amd64"
+	cfg.Config.Cmd = []string{"python3", "-c", "print('hello from python')"}
+	cfg.Config.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
+	if img, err = mutate.ConfigFile(img, cfg); err != nil {
+		t.Fatal(err)
+	}
 	writeLayout(t, filepath.Join(work, "layout"), "localhost/python:bookworm", img)
 	tarDir(t, filepath.Join(work, "layout"), pythonImageCache+".tmp")
 	if err := os.Rename(pythonImageCache+".tmp", pythonImageCache); err != nil {
