@@ -440,6 +440,12 @@ func TestImagePullWithCredentials(t *testing.T) {
 		if r := run(false, "run", "--image", host+"/private:1"); r.stdout != "private image\n" {
 			t.Errorf("run: %q %q", r.stdout, r.stderr)
 		}
+		// Podman's $REGISTRY_AUTH_FILE works as well.
+		cmd := command(m, "image", "pull", host+"/private:1", "--quiet")
+		cmd.Env = append(cmd.Env, "JAIL_IMAGE_STORE="+store+"-2", "REGISTRY_AUTH_FILE="+filepath.Join(config, "config.json"))
+		if r := runCmd(t, cmd); r.code != 0 {
+			t.Errorf("pull with $REGISTRY_AUTH_FILE: %d %q", r.code, r.stderr)
+		}
 	})
 }
 
