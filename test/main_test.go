@@ -28,6 +28,7 @@ const hostRangeStart = 2000000000
 
 var (
 	workDir   string // the suite's own scratch directory, readable by all
+	jailTmp   string // TMPDIR of every jail the suite starts: must stay empty
 	jailBin   string // the jail binary under test
 	probeDir  string // holds jailprobe; mounted at /opt/probe
 	rootfsDir string // a busybox root filesystem
@@ -57,6 +58,13 @@ func setup(m *testing.M) (int, error) {
 		return 1, err
 	}
 	if err := os.Chmod(workDir, 0o755); err != nil {
+		return 1, err
+	}
+	jailTmp = filepath.Join(workDir, "jail-tmp")
+	if err := os.Mkdir(jailTmp, 0o1777); err != nil {
+		return 1, err
+	}
+	if err := os.Chmod(jailTmp, 0o1777); err != nil {
 		return 1, err
 	}
 	jailBin = filepath.Join(workDir, "bin", "jail")
@@ -188,7 +196,7 @@ func forEachMode(t *testing.T, f func(t *testing.T, m mode)) {
 // command builds the command that runs jail with args in mode m. The
 // environment is minimal plus extraEnv.
 func command(m mode, args ...string) *exec.Cmd {
-	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
+	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "TMPDIR=" + jailTmp}
 	var cmd *exec.Cmd
 	if m.rootless && os.Geteuid() == 0 {
 		full := append([]string{"--reuid", strconv.Itoa(rootless.uid), "--regid", strconv.Itoa(rootless.gid), "--clear-groups", "--", jailBin}, args...)
@@ -277,9 +285,17 @@ func snapshot() hostState {
 			s.processes = append(s.processes, desc)
 		}
 	}
+	// Temporary files: whatever jail put in its TMPDIR, and anything named
+	// after jail in the system's (other processes may use /tmp meanwhile).
+	mine, _ := os.ReadDir(jailTmp)
+	for _, e := range mine {
+		s.tmp = append(s.tmp, filepath.Join(jailTmp, e.Name()))
+	}
 	tmp, _ := os.ReadDir(os.TempDir())
 	for _, e := range tmp {
-		s.tmp = append(s.tmp, e.Name())
+		if strings.Contains(e.Name(), "jail") {
+			s.tmp = append(s.tmp, filepath.Join(os.TempDir(), e.Name()))
+		}
 	}
 	// Sandbox cgroups: children of jail's parent in any hierarchy.
 	for _, pattern := range []string{"/sys/fs/cgroup/*/jail/*", "/sys/fs/cgroup/jail/*"} {
@@ -322,7 +338,7 @@ func (s hostState) diff(o hostState) string {
 	for _, d := range []struct {
 		what       string
 		before, at []string
-	}{{"mounts", s.mounts, o.mounts}, {"sandbox processes", s.processes, o.processes}, {"entries in " + os.TempDir(), s.tmp, o.tmp}, {"cgroups", s.cgroups, o.cgroups}} {
+	}{{"mounts", s.mounts, o.mounts}, {"sandbox processes", s.processes, o.processes}, {"temporary files", s.tmp, o.tmp}, {"cgroups", s.cgroups, o.cgroups}} {
 		if added := minus(d.at, d.before); len(added) > 0 {
 			out = append(out, fmt.Sprintf("%s left behind: %v", d.what, added))
 		}
