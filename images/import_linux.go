@@ -418,7 +418,7 @@ func (s Store) storeLayer(l v1.Layer, diffID v1.Hash, label string) (int64, erro
 	defer content.Close()
 	counted := &countingReader{r: io.TeeReader(content, contentHash)}
 	stop := s.showProgress(label, counted)
-	_, err = unpackLayer(counted, tmp, s.Own)
+	err = unpackLayer(counted, tmp, s.Own)
 	stop()
 	if err != nil {
 		if mismatch := blobMismatch(); mismatch != nil {

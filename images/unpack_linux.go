@@ -26,14 +26,11 @@ type Ownership struct {
 	Size  int
 }
 
-// unpackStats counts what an unpack left out.
-type unpackStats struct {
-	devices   int // device nodes skipped
-	setuid    int // setuid/setgid bits dropped (rootless)
-	whiteouts int
-	// seen holds the names this unpack created and dirs the directories
-	// known to exist: a layer starts empty, so a name needs removing only
-	// if the tar wrote it before, and a directory creating only once.
+// unpackState is what one unpack remembers: seen holds the names it
+// created and dirs the directories known to exist. A layer starts empty, so
+// a name needs removing only if the tar wrote it before, and a directory
+// creating only once.
+type unpackState struct {
 	seen map[string]bool
 	dirs map[string]bool
 }
@@ -43,28 +40,28 @@ type unpackStats struct {
 // before it, can create or change anything outside dir. Whiteouts become
 // overlayfs whiteouts (a 0:0 character device), opaque directories get the
 // user.overlay.opaque xattr that overlayfs reads in a user namespace.
-func unpackLayer(r io.Reader, dir string, own Ownership) (unpackStats, error) {
-	st := unpackStats{seen: map[string]bool{}, dirs: map[string]bool{".": true}}
+func unpackLayer(r io.Reader, dir string, own Ownership) error {
+	st := &unpackState{seen: map[string]bool{}, dirs: map[string]bool{".": true}}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return st, err
+		return err
 	}
 	defer root.Close()
 	tr := tar.NewReader(r)
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
-			return st, nil
+			return nil
 		}
 		if err != nil {
-			return st, fmt.Errorf("layer tar: %w", err)
+			return fmt.Errorf("layer tar: %w", err)
 		}
 		rel, ok := cleanName(hdr.Name)
 		if !ok {
 			continue // the root itself
 		}
-		if err := unpackEntry(root, tr, hdr, rel, own, &st); err != nil {
-			return st, fmt.Errorf("layer entry %q: %w", hdr.Name, err)
+		if err := unpackEntry(root, tr, hdr, rel, own, st); err != nil {
+			return fmt.Errorf("layer entry %q: %w", hdr.Name, err)
 		}
 	}
 }
@@ -76,7 +73,7 @@ func cleanName(name string) (string, bool) {
 	return rel, rel != ""
 }
 
-func unpackEntry(root *os.Root, r io.Reader, hdr *tar.Header, rel string, own Ownership, st *unpackStats) error {
+func unpackEntry(root *os.Root, r io.Reader, hdr *tar.Header, rel string, own Ownership, st *unpackState) error {
 	dir, base := path.Split(rel)
 	dir = strings.TrimSuffix(dir, "/")
 	if dir == "" {
@@ -93,7 +90,6 @@ func unpackEntry(root *os.Root, r io.Reader, hdr *tar.Header, rel string, own Ow
 	// Whiteouts: ".wh..wh..opq" makes the directory opaque; ".wh.NAME"
 	// deletes NAME of the layers below.
 	if base == ".wh..wh..opq" {
-		st.whiteouts++
 		err := withDir(root, dir, func(fd int) error {
 			return unix.Fsetxattr(fd, "user.overlay.opaque", []byte("y"), 0)
 		})
@@ -103,7 +99,6 @@ func unpackEntry(root *os.Root, r io.Reader, hdr *tar.Header, rel string, own Ow
 		return err
 	}
 	if name, ok := strings.CutPrefix(base, ".wh."); ok {
-		st.whiteouts++
 		if name == "" || name == "." || name == ".." {
 			return errors.New("malformed whiteout")
 		}
@@ -129,7 +124,6 @@ func unpackEntry(root *os.Root, r io.Reader, hdr *tar.Header, rel string, own Ow
 		// Rootless, every file is the caller's: a setuid bit would only
 		// ever grant the caller's own identity, so it is dropped.
 		mode &^= fs.ModeSetuid | fs.ModeSetgid
-		st.setuid++
 	}
 	switch hdr.Typeflag {
 	case tar.TypeDir:
@@ -181,7 +175,6 @@ func unpackEntry(root *os.Root, r io.Reader, hdr *tar.Header, rel string, own Ow
 	case tar.TypeChar, tar.TypeBlock:
 		// A sandbox's overlay is mounted in its user namespace, where
 		// device nodes do not work; jail's /dev provides what is needed.
-		st.devices++
 		return nil
 	default:
 		return nil // pax headers and the like carry no file

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
@@ -97,6 +98,57 @@ func TestPythonImageEndToEnd(t *testing.T) {
 		// Files keep their owners: root's files read as root's inside.
 		if r := jailS("run", "--image", "localhost/python:bookworm", "--", "stat", "-c", "%u %a", "/usr/bin/python3.11", "/etc/shadow"); !strings.HasPrefix(r.stdout, "0 755\n") {
 			t.Errorf("owners: %q %q", r.stdout, r.stderr)
+		}
+	})
+}
+
+// TestInterruptedImportLeavesNothingUsable: jail killed in the middle of
+// unpacking leaves no image and no layer a run could use; prune clears the
+// remains.
+func TestInterruptedImportLeavesNothingUsable(t *testing.T) {
+	if os.Getenv("JAIL_TEST_BINARIES") != "" {
+		t.Skip("uses the Python image, tested on the host")
+	}
+	archive := pythonImage(t)
+	forEachMode(t, func(t *testing.T, m mode) {
+		store := filepath.Join(sharedTempDir(t, rootless), "store")
+		cmd := command(m, "image", "import", archive, "--quiet")
+		cmd.Env = append(cmd.Env, "JAIL_IMAGE_STORE="+store)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Kill it once unpacking has begun (the layer's temporary
+		// directory exists), well before it can finish.
+		unpacking := false
+		for i := 0; i < 1000 && !unpacking; i++ {
+			tmp, _ := os.ReadDir(filepath.Join(store, "tmp"))
+			for _, e := range tmp {
+				unpacking = unpacking || strings.HasPrefix(e.Name(), "layer-")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if !unpacking {
+			t.Fatal("the import never started unpacking")
+		}
+		time.Sleep(100 * time.Millisecond) // some files written, far from done
+		cmd.Process.Kill()
+		cmd.Wait()
+		jailS := func(args ...string) result {
+			c := command(m, args...)
+			c.Env = append(c.Env, "JAIL_IMAGE_STORE="+store)
+			return runCmd(t, c)
+		}
+		if layers, _ := os.ReadDir(filepath.Join(store, "layers")); len(layers) != 0 {
+			t.Errorf("a killed import left layers under their final names: %v", layers)
+		}
+		if r := jailS("run", "--image", "localhost/python:bookworm", "--", "true"); r.code != 125 {
+			t.Errorf("run of a half-imported image: exit %d %q", r.code, r.stderr)
+		}
+		if r := jailS("image", "prune"); r.code != 0 {
+			t.Errorf("prune: %s", r.stderr)
+		}
+		if tmp, _ := os.ReadDir(filepath.Join(store, "tmp")); len(tmp) != 0 {
+			t.Errorf("prune left %v", tmp)
 		}
 	})
 }
