@@ -92,20 +92,21 @@ func (p *plan) close() {
 // prepare validates spec and resolves it. It changes nothing on the host.
 func prepare(spec *Spec) (*plan, error) {
 	var image *images.Image
+	store := ImageStore()
 	if spec.Image != "" {
 		if spec.Rootfs != "" {
 			return nil, invalid("--image", "--image and --rootfs exclude each other")
 		}
-		img, err := ImageStore().Lookup(spec.Image)
+		img, err := store.Lookup(spec.Image)
 		if err != nil {
-			return nil, &SetupError{Step: "image " + spec.Image, Err: trimImagePrefix(err)}
+			return nil, &SetupError{Step: "image " + spec.Image, Err: err}
 		}
 		image = &img
 		if len(spec.Command) == 0 {
 			spec.Command = append(append([]string{}, img.Config.Entrypoint...), img.Config.Cmd...)
 		}
 		if spec.User == "" && img.Config.User != "" {
-			if spec.User, err = ImageStore().ResolveUser(img, img.Config.User); err != nil {
+			if spec.User, err = store.ResolveUser(img, img.Config.User); err != nil {
 				return nil, &SetupError{Step: "image " + spec.Image, Err: err}
 			}
 		}
@@ -246,7 +247,6 @@ func prepare(spec *Spec) (*plan, error) {
 
 	switch {
 	case image != nil:
-		store := ImageStore()
 		// Overlay wants the top layer first.
 		for i := len(image.Layers) - 1; i >= 0; i-- {
 			l, err := layerOf(store.LayerDir(image.Layers[i]))
@@ -323,16 +323,6 @@ func ImageStore() images.Store {
 		own = images.Ownership{Shift: true, Base: namespaces.HostRangeStart, Size: namespaces.HostRangeSize}
 	}
 	return images.DefaultStore(own)
-}
-
-// trimImagePrefix drops the "image REF: " that the store's messages start
-// with, since the step says it already.
-func trimImagePrefix(err error) error {
-	msg := err.Error()
-	if i := strings.Index(msg, ": "); i >= 0 && strings.HasPrefix(msg, "image ") {
-		return errors.New(msg[i+2:])
-	}
-	return err
 }
 
 // applyProfile fills in what the caller left to the profile: limits and

@@ -41,10 +41,6 @@ const (
 	V2
 )
 
-func (v Version) String() string {
-	return [...]string{"none", "v1", "v2"}[v]
-}
-
 // Limits bounds a sandbox.
 type Limits struct {
 	// Memory in bytes, swap included.
@@ -66,8 +62,6 @@ type Usage struct {
 
 // Manager is one sandbox's cgroup.
 type Manager interface {
-	// Version is the layout the cgroup lives in.
-	Version() Version
 	// CloneFD is a descriptor of the cgroup for CLONE_INTO_CGROUP, or -1
 	// when processes must be attached with Attach.
 	CloneFD() int

@@ -55,8 +55,7 @@ func newV1(name string, limits Limits) (Manager, error) {
 	return &v1Manager{cg: cg, path: path}, nil
 }
 
-func (m *v1Manager) Version() Version { return V1 }
-func (m *v1Manager) CloneFD() int     { return -1 }
+func (m *v1Manager) CloneFD() int { return -1 }
 
 // Attach writes pid to cgroup.procs of each hierarchy. On v1 this waits for
 // an RCU grace period when no migration happened lately (milliseconds), so

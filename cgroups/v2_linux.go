@@ -83,8 +83,6 @@ func enableControllers(dir string) error {
 	return nil
 }
 
-func (m *v2Manager) Version() Version { return V2 }
-
 // CloneFD: on v2 the init is born in its cgroup (CLONE_INTO_CGROUP), so no
 // process of the sandbox ever runs outside it and no migration is paid.
 func (m *v2Manager) CloneFD() int { return m.fd }

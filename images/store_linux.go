@@ -107,11 +107,11 @@ func (s Store) Lookup(ref string) (Image, error) {
 	}
 	img, ok := all[n]
 	if !ok {
-		return Image{}, fmt.Errorf("image %s: not in the store (jail image import or pull)", ref)
+		return Image{}, errors.New("not in the store (jail image import or pull)")
 	}
 	for _, l := range img.Layers {
 		if _, err := os.Stat(s.LayerDir(l)); err != nil {
-			return Image{}, fmt.Errorf("image %s: layer %s is missing from the store", ref, short(l))
+			return Image{}, fmt.Errorf("layer %s is missing from the store", short(l))
 		}
 	}
 	return img, nil
@@ -139,7 +139,7 @@ func (s Store) Remove(ref string) error {
 	}
 	return s.update(func(all map[string]Image) error {
 		if _, ok := all[n]; !ok {
-			return fmt.Errorf("image %s: not in the store", ref)
+			return errors.New("not in the store")
 		}
 		delete(all, n)
 		return nil

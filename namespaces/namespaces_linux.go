@@ -40,9 +40,9 @@ type Identity struct {
 	GIDMap   []syscall.SysProcIDMap
 	// User and Group are the ids the command runs as, inside.
 	User, Group uint32
-	// InitUID and InitGID are the ids the init runs as, inside: sandbox
-	// root when jail runs as root, otherwise the command's own ids.
-	InitUID, InitGID uint32
+	// InitUID is the uid the init runs as, inside: sandbox root when jail
+	// runs as root, otherwise the command's own.
+	InitUID uint32
 }
 
 // ForCaller returns the identity for a sandbox whose command runs as
@@ -68,7 +68,7 @@ func ForCaller(user, group uint32) (Identity, error) {
 		UIDMap:   []syscall.SysProcIDMap{{ContainerID: int(user), HostID: os.Geteuid(), Size: 1}},
 		GIDMap:   []syscall.SysProcIDMap{{ContainerID: int(group), HostID: os.Getegid(), Size: 1}},
 		User:     user, Group: group,
-		InitUID: user, InitGID: group,
+		InitUID: user,
 	}, nil
 }
 

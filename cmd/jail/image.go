@@ -66,7 +66,7 @@ func imageCommand(args []string) int {
 			return fail("image rm: takes one image reference")
 		}
 		if err := store.Remove(args[1]); err != nil {
-			return fail("%v", err)
+			return fail("image %s: %v", args[1], err)
 		}
 		if _, err := store.Prune(); err != nil {
 			return fail("image rm: %v", err)
