@@ -2,18 +2,24 @@
 # the missing ones first when run as root.
 
 GO ?= go
-# One static binary: libseccomp is linked in (cgo), and the pure-Go resolver
-# and user lookups keep glibc's dynamic parts out.
-STATIC := -tags netgo,osusergo -ldflags '-linkmode external -extldflags "-static"'
+# jail is one static pure-Go binary. It embeds two helper programs built
+# first by go generate (internal/programs): the stage program (a sandbox's
+# init and cgroup janitor) and the tools program (image import and pull,
+# and seccomp compiling, which links libseccomp statically through cgo).
+JAIL_BUILD := CGO_ENABLED=0 $(GO) build -trimpath
 TEST_PACKAGES := busybox-static bubblewrap util-linux libseccomp-dev gcc git python3 debootstrap
 BENCH_PACKAGES := bubblewrap umoci bc
 
-.PHONY: build build-deps test test-deps test-host test-cgroup2 bench vet clean
+.PHONY: build build-deps programs test test-deps test-host test-cgroup2 bench vet clean
 
-build: build-deps
-	$(GO) build $(STATIC) -o bin/jail ./cmd/jail
+build: programs
+	$(JAIL_BUILD) -o bin/jail ./cmd/jail
 
-# Building needs libseccomp (and gcc for cgo), from Debian's packages.
+programs: build-deps
+	$(GO) generate ./internal/programs
+
+# The tools program needs libseccomp (and gcc for cgo), from Debian's
+# packages.
 build-deps:
 	@dpkg -s libseccomp-dev gcc >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libseccomp-dev gcc; \
@@ -24,7 +30,7 @@ build-deps:
 # this host, then the integration tests again under a pure cgroup v2 kernel.
 test: test-deps test-host test-cgroup2
 
-test-host:
+test-host: programs
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 15m ./...
 
@@ -39,7 +45,8 @@ test-cgroup2:
 	@if [ ! -x "$(VM_RUN)" ] || ! command -v qemu-system-x86_64 >/dev/null; then \
 		echo "test-cgroup2: skipped: needs $(VM_RUN) and qemu-system-x86"; exit 0; fi; \
 	set -e; mkdir -p bin/vm; \
-	$(GO) build $(STATIC) -o bin/vm/jail ./cmd/jail; \
+	$(GO) generate ./internal/programs; \
+	$(JAIL_BUILD) -o bin/vm/jail ./cmd/jail; \
 	CGO_ENABLED=0 $(GO) build -o bin/vm/jailprobe ./test/jailprobe; \
 	$(GO) test -c -o bin/vm/integration.test ./test; \
 	set +e; cd test; \

@@ -3,6 +3,7 @@ package jail
 import (
 	"bytes"
 	"fmt"
+	"github.com/jail-sandbox/jail/internal/programs"
 	"os"
 	"os/exec"
 	"strings"
@@ -124,7 +125,10 @@ func checkSeccomp() Feature {
 		return f
 	}
 	f.Available = true
-	f.Detail = "available (" + seccomp.Version() + "; compiled filters cached in " + seccomp.CacheDir() + ")"
+	f.Detail = "available (built-in profiles compiled at build time; user profiles compiled with libseccomp by the tools program and cached in " + seccomp.CacheDir() + ")"
+	if programs.Version(programs.Tools) == "" {
+		f.Detail = "available (built-in profiles only: this build has no tools program to compile user profiles)"
+	}
 	return f
 }
 

@@ -5,8 +5,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/jail-sandbox/jail/cgroups"
 	"github.com/jail-sandbox/jail/internal/initstage"
+	"github.com/jail-sandbox/jail/internal/stage"
 	"github.com/jail-sandbox/jail/namespaces"
 )
 
@@ -15,17 +15,16 @@ import (
 // in main, before flag parsing or anything else: Run re-executes the calling
 // binary as the init of each sandbox.
 func Init() {
+	// Builds that embed the stage program start the init and the janitor
+	// from it; others start them from this binary.
+	stage.Main()
 	switch os.Args[0] {
-	case initstage.Arg:
-		initstage.Main()
 	case initstage.ProbeArg:
 		what := ""
 		if len(os.Args) > 1 {
 			what = os.Args[1]
 		}
 		initstage.Probe(what)
-	case cgroups.JanitorArg:
-		cgroups.Janitor(os.Args[1:])
 	case namespaces.HolderArg:
 		// Owns a user namespace for id-mapped mounts until killed.
 		for {

@@ -14,6 +14,7 @@ import (
 	"github.com/jail-sandbox/jail/cgroups"
 	"github.com/jail-sandbox/jail/images"
 	"github.com/jail-sandbox/jail/internal/config"
+	"github.com/jail-sandbox/jail/internal/programs"
 	"github.com/jail-sandbox/jail/namespaces"
 	"github.com/jail-sandbox/jail/profiles"
 	"github.com/jail-sandbox/jail/rootfs"
@@ -118,7 +119,7 @@ func prepare(spec *Spec) (*plan, error) {
 	if profileName == "" {
 		profileName = "default"
 	}
-	profile, err := profiles.DefaultStore().Resolve(profileName)
+	profile, filter, err := ResolveProfile(profiles.DefaultStore(), profileName)
 	if err != nil {
 		return nil, profileError(profileName, err)
 	}
@@ -233,9 +234,7 @@ func prepare(spec *Spec) (*plan, error) {
 		p.cfg.Rootfs.Home = home
 	}
 	p.cfg.Masks, p.cfg.ReadOnly = profile.Masks, profile.ReadOnly
-	if p.cfg.Seccomp, err = seccomp.Cached(profile); err != nil {
-		return nil, profileError(profileName, err)
-	}
+	p.cfg.Seccomp = filter
 	var why error
 	if p.cgroup, why = cgroups.Detect(); p.cgroup.Version == cgroups.None {
 		p.cfg.Limits.RlimitData, p.cfg.Limits.RlimitNproc = p.limits.Memory, p.limits.Pids
@@ -302,6 +301,25 @@ func prepare(spec *Spec) (*plan, error) {
 	return p, nil
 }
 
+// ResolveProfile finds the named profile in store and its compiled filter.
+// A built-in that no user file shadows comes as resolved and compiled at
+// build time, which keeps YAML, hashing and compiling off the start of
+// every sandbox; a user profile is compiled on first use by the tools
+// program and cached.
+func ResolveProfile(store profiles.Store, name string) (*profiles.Profile, seccomp.Filter, error) {
+	if !store.Overrides(name) {
+		if p, f, ok := seccomp.Builtin(name); ok {
+			return p, f, nil
+		}
+	}
+	p, err := store.Resolve(name)
+	if err != nil {
+		return nil, seccomp.Filter{}, err
+	}
+	f, err := seccomp.Cached(p, programs.SeccompCompiler())
+	return p, f, err
+}
+
 // layerOf resolves a directory used as a root layer.
 func layerOf(dir string) (config.Layer, error) {
 	path, st, err := resolveHostPath(dir)
@@ -315,15 +333,8 @@ func layerOf(dir string) (config.Layer, error) {
 	return config.Layer{Path: path, Dev: uint64(sys.Dev), Ino: sys.Ino}, nil
 }
 
-// ImageStore is the caller's image store: as root, layers are stored with
-// their owners shifted into the sandboxes' id range.
-func ImageStore() images.Store {
-	own := images.Ownership{}
-	if os.Geteuid() == 0 {
-		own = images.Ownership{Shift: true, Base: namespaces.HostRangeStart, Size: namespaces.HostRangeSize}
-	}
-	return images.DefaultStore(own)
-}
+// ImageStore is the caller's image store (images.CallerStore).
+func ImageStore() images.Store { return images.CallerStore() }
 
 // applyProfile fills in what the caller left to the profile: limits and
 // environment (the caller's --env entries win).

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -15,8 +16,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/jail-sandbox/jail/cgroups"
+	"github.com/jail-sandbox/jail/cgroups/janitor"
 	"github.com/jail-sandbox/jail/internal/control"
 	"github.com/jail-sandbox/jail/internal/initstage"
+	"github.com/jail-sandbox/jail/internal/programs"
 )
 
 // Run runs spec.Command in a new sandbox, streams its output to spec.Stdout
@@ -31,7 +34,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 		return Result{ExitCode: ExitSetup}, err
 	}
 	defer p.close()
-	s := &supervisor{spec: &spec, plan: p, start: start}
+	s := &supervisor{spec: &spec, plan: p, start: start, reaped: make(chan struct{})}
 	return s.run(ctx)
 }
 
@@ -49,7 +52,14 @@ type supervisor struct {
 	masterMu sync.Mutex
 	master   *os.File // the command's terminal, with --tty
 	cgroup   cgroups.Manager
-	janitor  chan func() // yields the janitor's release
+	program  *programs.Program  // runs the init and the janitor
+	janitor  chan janitorHandle // yields the janitor, once started
+	// janitorState is what janitor yielded.
+	janitorState *janitorHandle
+	// leftToJanitor: the init was still exiting when the result was
+	// ready, so the janitor removes the cgroup once it is gone.
+	leftToJanitor bool
+	reaped        chan struct{} // closed once the init is reaped
 }
 
 // report is what the init said over the control socket.
@@ -68,6 +78,13 @@ func (s *supervisor) run(ctx context.Context) (Result, error) {
 	}
 	s.stdout = newCapture(s.spec.Stdout, s.spec.Capture, limit)
 	s.stderr = newCapture(s.spec.Stderr, s.spec.Capture, limit)
+
+	program, err := programs.Open(programs.Stage)
+	if err != nil {
+		return Result{ExitCode: ExitSetup}, &SetupError{Step: "start", Err: err}
+	}
+	s.program = program
+	defer program.Close()
 
 	// The description goes into the socket buffer before the init exists,
 	// so the init finds it there the moment it asks.
@@ -91,19 +108,11 @@ func (s *supervisor) run(ctx context.Context) (Result, error) {
 	}
 
 	reports := make(chan report, 1)
-	go func() { reports <- s.listen() }()
-	// v1: the init is moved into its cgroup while it builds the sandbox;
-	// only then may it start the command, which so never runs outside.
-	release := control.Message{Kind: control.KindRelease}
-	if s.cgroup != nil && s.cgroup.CloneFD() < 0 {
-		if err := s.cgroup.Attach(s.cmd.Process.Pid); err != nil {
-			_ = s.cmd.Process.Kill()
-			_ = s.cmd.Wait()
-			<-reports
-			return Result{ExitCode: ExitSetup}, &SetupError{Step: "cgroup", Err: err}
-		}
-	}
-	if err := s.conn.Send(release); err != nil {
+	exitReport := make(chan report, 1)
+	go func() { reports <- s.listen(exitReport) }()
+	// The init was born in its cgroup: the command may start as soon as
+	// the init is ready.
+	if err := s.conn.Send(control.Message{Kind: control.KindRelease}); err != nil {
 		_ = s.cmd.Process.Kill()
 	}
 
@@ -114,15 +123,29 @@ func (s *supervisor) run(ctx context.Context) (Result, error) {
 		timeout = t.C
 	}
 	waited := make(chan error, 1)
-	go func() { waited <- s.cmd.Wait() }()
+	go func() {
+		err := s.cmd.Wait()
+		close(s.reaped)
+		waited <- err
+	}()
 
-	var timedOut, cancelled bool
+	var timedOut, cancelled, early bool
 	var waitErr error
+	var rep report
 wait:
 	for {
 		select {
 		case waitErr = <-waited:
 			break wait
+		case rep = <-exitReport:
+			// The init killed and reaped everything else before
+			// reporting: only its own exit and the kernel's teardown of
+			// the namespaces remain, and the janitor removes the cgroup
+			// once the init is gone. The answer need not wait for that.
+			if s.janitorStarted() && !timedOut && !cancelled {
+				early = true
+				break wait
+			}
 		case <-timeout:
 			timedOut = true
 			_ = s.cmd.Process.Kill()
@@ -135,7 +158,10 @@ wait:
 			s.resize(size)
 		}
 	}
-	rep := <-reports
+	if !early {
+		rep = <-reports
+	}
+	s.leftToJanitor = early
 	s.copies.Wait()
 
 	res := Result{WallMS: time.Since(s.start).Milliseconds()}
@@ -190,16 +216,16 @@ func (s *supervisor) createCgroup() error {
 	}
 	name := sandboxName()
 	// The janitor starts while the cgroup is made and the init starts.
-	janitor := make(chan func(), 1)
+	started := make(chan janitorHandle, 1)
 	go func() {
-		release, wait, err := cgroups.StartJanitor(cgroups.PathsFor(s.plan.cgroup, name))
+		release, wait, err := janitor.Start(s.program.Path, cgroups.PathsFor(s.plan.cgroup, name))
 		if err != nil {
-			janitor <- func() {}
+			started <- janitorHandle{}
 			return
 		}
-		janitor <- func() { release.Close(); go wait() }
+		started <- janitorHandle{release: func() { release.Close(); go wait() }}
 	}()
-	s.janitor = janitor
+	s.janitor = started
 	cg, err := cgroups.New(s.plan.cgroup, name, s.plan.limits)
 	if err != nil {
 		return &SetupError{Step: "cgroup", Err: err}
@@ -208,13 +234,32 @@ func (s *supervisor) createCgroup() error {
 	return nil
 }
 
-// destroyCgroup removes the cgroup, then lets the janitor go.
+// janitorHandle lets a started janitor go; release is nil when it could not
+// be started.
+type janitorHandle struct {
+	release func()
+}
+
+// janitorStarted reports whether a janitor watches the sandbox's cgroup.
+func (s *supervisor) janitorStarted() bool {
+	if s.janitor == nil {
+		return false
+	}
+	if s.janitorState == nil {
+		h := <-s.janitor
+		s.janitorState = &h
+	}
+	return s.janitorState.release != nil
+}
+
+// destroyCgroup removes the cgroup, or leaves that to the janitor when the
+// init is still exiting, then lets the janitor go.
 func (s *supervisor) destroyCgroup() {
-	if s.cgroup != nil {
+	if s.cgroup != nil && !s.leftToJanitor {
 		_ = s.cgroup.Destroy()
 	}
-	if s.janitor != nil {
-		(<-s.janitor)()
+	if s.janitorStarted() {
+		s.janitorState.release()
 	}
 }
 
@@ -232,15 +277,11 @@ func (s *supervisor) startInit(initEnd *os.File) error {
 	defer initEnd.Close()
 
 	cmd := &exec.Cmd{
-		Path:        "/proc/self/exe",
+		Path:        s.program.Path,
 		Args:        []string{initstage.Arg},
 		Env:         []string{},
 		ExtraFiles:  append([]*os.File{initEnd}, s.plan.files...),
 		SysProcAttr: s.plan.id.SysProcAttr(),
-	}
-	if s.cgroup != nil && s.cgroup.CloneFD() >= 0 {
-		cmd.SysProcAttr.UseCgroupFD = true
-		cmd.SysProcAttr.CgroupFD = s.cgroup.CloneFD()
 	}
 	// The child's ends of the stdio pipes are closed here once it has
 	// them, so EOF on ours means every process in the sandbox is gone.
@@ -250,7 +291,46 @@ func (s *supervisor) startInit(initEnd *os.File) error {
 			f.Close()
 		}
 	}()
-	return s.startWith(cmd, &childEnds)
+	// The init is born in its cgroup, never attached later: the command
+	// can then never run outside it, and on v1 no process waits for the
+	// grace period that moving another process costs there.
+	switch {
+	case s.cgroup == nil:
+		return s.startWith(cmd, &childEnds)
+	case s.cgroup.CloneFD() >= 0:
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = s.cgroup.CloneFD()
+		return s.startWith(cmd, &childEnds)
+	default:
+		return s.forkFromCgroup(func() error { return s.startWith(cmd, &childEnds) })
+	}
+}
+
+// forkFromCgroup runs start, which forks the init, on an OS thread of its own
+// that moves itself into the sandbox's cgroup first (v1): a child is born in
+// the cgroups of the thread that forks it. The thread then leaves the cgroup
+// and lives on until the init is reaped, because the init's parent-death
+// signal fires when the thread that forked it ends.
+func (s *supervisor) forkFromCgroup(start func() error) error {
+	done := make(chan error, 1)
+	go func() {
+		// Never unlocked: the thread ends with this goroutine.
+		runtime.LockOSThread()
+		if err := s.cgroup.EnterThread(); err != nil {
+			done <- &SetupError{Step: "cgroup", Err: err}
+			return
+		}
+		err := start()
+		if lerr := s.cgroup.LeaveThread(); lerr != nil && err == nil {
+			err = &SetupError{Step: "cgroup", Err: lerr}
+			_ = s.cmd.Process.Kill()
+		}
+		done <- err
+		if err == nil {
+			<-s.reaped
+		}
+	}()
+	return <-done
 }
 
 // startWith connects stdio and starts cmd.
@@ -319,8 +399,9 @@ func (s *supervisor) stdinFor() (*os.File, error) {
 	return r, nil
 }
 
-// listen reads the init's reports until it closes the socket.
-func (s *supervisor) listen() report {
+// listen reads the init's reports until it closes the socket; the exit
+// report also goes to exitReport as soon as it arrives.
+func (s *supervisor) listen(exitReport chan<- report) report {
 	var rep report
 	for {
 		msg, files, err := s.conn.Recv()
@@ -344,6 +425,7 @@ func (s *supervisor) listen() report {
 			}
 		case control.KindExit:
 			rep.exited, rep.code, rep.signal = true, msg.Code, msg.Signal
+			exitReport <- rep
 		}
 		for _, f := range files {
 			f.Close()

@@ -24,10 +24,12 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/jail-sandbox/jail/cgroups/janitor"
 )
 
 // Parent is the project's cgroup, at the root of each hierarchy.
-const Parent = "jail"
+const Parent = janitor.Parent
 
 const mountpoint = "/sys/fs/cgroup"
 
@@ -62,11 +64,17 @@ type Usage struct {
 
 // Manager is one sandbox's cgroup.
 type Manager interface {
-	// CloneFD is a descriptor of the cgroup for CLONE_INTO_CGROUP, or -1
-	// when processes must be attached with Attach.
+	// CloneFD is a descriptor of the cgroup for CLONE_INTO_CGROUP (v2),
+	// or -1 when a process must instead be forked by a thread that
+	// entered the cgroup (v1).
 	CloneFD() int
-	// Attach moves a process into the cgroup.
-	Attach(pid int) error
+	// EnterThread moves the calling OS thread, and so whatever it forks
+	// next, into the cgroup (v1). The caller locks the thread, and calls
+	// LeaveThread once it has forked.
+	EnterThread() error
+	// LeaveThread moves the calling thread out of the cgroup again, into
+	// the project's parent (v1): the cgroup keeps only the sandbox.
+	LeaveThread() error
 	// Usage reads the cgroup's counters.
 	Usage() (Usage, error)
 	// Paths are the cgroup's directories, for the janitor.
@@ -190,6 +198,18 @@ func New(l Layout, name string, limits Limits) (Manager, error) {
 	return nil, errors.New("no cgroup version available")
 }
 
+// PathsFor returns the directories New(l, name, ...) creates, for a janitor
+// (package janitor).
+func PathsFor(l Layout, name string) []string {
+	switch l.Version {
+	case V1:
+		return v1Paths("/" + Parent + "/" + name)
+	case V2:
+		return []string{filepath.Join(l.parentDir(), name)}
+	}
+	return nil
+}
+
 // cpuQuota turns cores into a CFS quota for the kernel's default period.
 func cpuQuota(cpus float64) (quota int64, period uint64) {
 	period = 100000
@@ -229,39 +249,5 @@ func readInt(path string) (int64, error) {
 	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 }
 
-// removeDirs kills what remains in each cgroup directory and removes it,
-// retrying while the kernel still counts exiting processes.
-func removeDirs(dirs []string) error {
-	var firstErr error
-	for _, dir := range dirs {
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			killProcs(dir)
-			err := unix.Rmdir(dir)
-			if err == nil || errors.Is(err, unix.ENOENT) {
-				break
-			}
-			if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
-				if firstErr == nil {
-					firstErr = fmt.Errorf("remove cgroup %s: %w", dir, err)
-				}
-				break
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
-	return firstErr
-}
-
-// killProcs SIGKILLs every process listed in a cgroup directory.
-func killProcs(dir string) {
-	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-	if err != nil {
-		return
-	}
-	for _, f := range strings.Fields(string(b)) {
-		if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
-			_ = unix.Kill(pid, unix.SIGKILL)
-		}
-	}
-}
+// removeDirs kills what remains in each cgroup directory and removes it.
+func removeDirs(dirs []string) error { return janitor.Remove(dirs) }

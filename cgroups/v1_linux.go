@@ -2,6 +2,7 @@ package cgroups
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -57,12 +58,27 @@ func newV1(name string, limits Limits) (Manager, error) {
 
 func (m *v1Manager) CloneFD() int { return -1 }
 
-// Attach writes pid to cgroup.procs of each hierarchy. On v1 this waits for
-// an RCU grace period when no migration happened lately (milliseconds), so
-// callers overlap it with the sandbox's own setup.
-func (m *v1Manager) Attach(pid int) error {
-	if err := m.cg.AddProc(uint64(pid), v1Controllers...); err != nil {
-		return fmt.Errorf("attach to cgroup %s: %w", m.path, err)
+// EnterThread writes "0" to the tasks file of each hierarchy: the calling
+// thread moves itself. The kernel takes its global threadgroup lock only
+// when one task moves another (cgroup.procs, or another thread's id), and
+// taking it costs an RCU grace period when no migration happened lately,
+// 7 to 12 ms here; a thread moving itself needs no lock and takes 0.1 ms.
+func (m *v1Manager) EnterThread() error {
+	for _, c := range v1Controllers {
+		if err := os.WriteFile(filepath.Join(m.dir(c), "tasks"), []byte("0"), 0); err != nil {
+			return fmt.Errorf("enter cgroup %s: %w", m.path, err)
+		}
+	}
+	return nil
+}
+
+// LeaveThread moves the calling thread, which EnterThread moved in, to the
+// project's parent cgroup of each hierarchy, by the same lock-free path.
+func (m *v1Manager) LeaveThread() error {
+	for _, c := range v1Controllers {
+		if err := os.WriteFile(filepath.Join(mountpoint, string(c), Parent, "tasks"), []byte("0"), 0); err != nil {
+			return fmt.Errorf("leave cgroup %s: %w", m.path, err)
+		}
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package cgroups
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -87,11 +88,15 @@ func enableControllers(dir string) error {
 // process of the sandbox ever runs outside it and no migration is paid.
 func (m *v2Manager) CloneFD() int { return m.fd }
 
-func (m *v2Manager) Attach(pid int) error {
-	if err := m.mgr.AddProc(uint64(pid)); err != nil {
-		return fmt.Errorf("attach to cgroup %s: %w", m.dir, err)
-	}
-	return nil
+// EnterThread is not for v2, where a domain cgroup takes whole processes:
+// sandboxes are cloned into it with CloneFD.
+func (m *v2Manager) EnterThread() error {
+	return errors.New("cgroup v2: clone into the cgroup instead")
+}
+
+// LeaveThread: see EnterThread.
+func (m *v2Manager) LeaveThread() error {
+	return errors.New("cgroup v2: clone into the cgroup instead")
 }
 
 // Usage: cpu.stat usage_usec; memory.peak where the kernel has it (5.19+),

@@ -29,6 +29,8 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"golang.org/x/sys/unix"
+
+	"github.com/jail-sandbox/jail/namespaces"
 )
 
 // Image is one stored image.
@@ -54,6 +56,17 @@ type Config struct {
 	User       string   `json:"user,omitempty"`
 }
 
+// Ownership says how the owners recorded in a layer become owners on disk.
+type Ownership struct {
+	// Shift, when true, stores a file owned by id N as host id Base+N
+	// (jail run as root: the sandbox maps its ids 0..Size-1 there, so the
+	// file reads as owned by N inside). When false (rootless), every file
+	// belongs to the caller, the one id the sandbox has.
+	Shift bool
+	Base  int
+	Size  int
+}
+
 // Store is an image store rooted at Root.
 type Store struct {
 	Root string
@@ -61,6 +74,17 @@ type Store struct {
 	Own Ownership
 	// Progress, when set, receives one line per layer as it is stored.
 	Progress io.Writer
+}
+
+// CallerStore is the caller's store (see DefaultStore): as root, layers are
+// stored with their owners shifted into the range sandboxes map their ids
+// onto.
+func CallerStore() Store {
+	own := Ownership{}
+	if os.Geteuid() == 0 {
+		own = Ownership{Shift: true, Base: namespaces.HostRangeStart, Size: namespaces.HostRangeSize}
+	}
+	return DefaultStore(own)
 }
 
 // DefaultStore is the caller's store: $JAIL_IMAGE_STORE when set, else
@@ -111,7 +135,7 @@ func (s Store) Lookup(ref string) (Image, error) {
 	}
 	for _, l := range img.Layers {
 		if _, err := os.Stat(s.LayerDir(l)); err != nil {
-			return Image{}, fmt.Errorf("layer %s is missing from the store", short(l))
+			return Image{}, fmt.Errorf("layer %s is missing from the store", Short(l))
 		}
 	}
 	return img, nil
@@ -137,7 +161,7 @@ func (s Store) Remove(ref string) error {
 	if err != nil {
 		return err
 	}
-	return s.update(func(all map[string]Image) error {
+	return s.Update(func(all map[string]Image) error {
 		if _, ok := all[n]; !ok {
 			return errors.New("not in the store")
 		}
@@ -149,7 +173,7 @@ func (s Store) Remove(ref string) error {
 // Prune removes layers no image uses, and leftovers of interrupted imports.
 func (s Store) Prune() (int, error) {
 	removed := 0
-	err := s.update(func(all map[string]Image) error {
+	err := s.Update(func(all map[string]Image) error {
 		used := map[string]bool{}
 		for _, img := range all {
 			for _, l := range img.Layers {
@@ -188,7 +212,7 @@ func (s Store) readIndex() (map[string]Image, error) {
 // prepare creates the store's directories. As root they belong to group
 // Base, the sandboxes' host gid, mode 0750: a sandbox's init (which runs as
 // the sandbox's root) can reach its layers, other users of the host cannot.
-func (s Store) prepare() error {
+func (s Store) Prepare() error {
 	for _, d := range []string{s.Root, filepath.Join(s.Root, "layers")} {
 		if err := os.MkdirAll(d, 0o750); err != nil {
 			return err
@@ -206,8 +230,8 @@ func (s Store) prepare() error {
 }
 
 // update changes images.json under the store's lock, atomically.
-func (s Store) update(change func(map[string]Image) error) error {
-	if err := s.prepare(); err != nil {
+func (s Store) Update(change func(map[string]Image) error) error {
+	if err := s.Prepare(); err != nil {
 		return err
 	}
 	lock, err := os.OpenFile(filepath.Join(s.Root, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
@@ -244,7 +268,7 @@ func (s Store) update(change func(map[string]Image) error) error {
 	return os.Rename(tmp.Name(), filepath.Join(s.Root, "images.json"))
 }
 
-func short(digest string) string {
+func Short(digest string) string {
 	d := strings.TrimPrefix(digest, "sha256:")
 	if len(d) > 12 {
 		d = d[:12]

@@ -22,7 +22,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"syscall"
@@ -166,7 +165,24 @@ func (e *Error) Unwrap() error { return e.Err }
 // ErrUnknown means no profile of that name exists.
 var ErrUnknown = errors.New("unknown profile")
 
-var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
+// validName: 1 to 64 of a-z 0-9 _ . -, starting with a letter or digit.
+// (Not a regexp: compiling one at package init cost every start of jail
+// 0.2 ms.)
+func validName(name string) bool {
+	if len(name) == 0 || len(name) > 64 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case i > 0 && (c == '_' || c == '.' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // Store finds profiles: user directories first, then the built-ins.
 type Store struct {
@@ -187,7 +203,7 @@ func DefaultStore() Store {
 
 // Load reads one profile as written, without resolving its parents.
 func (s Store) Load(name string) (*Profile, error) {
-	if !namePattern.MatchString(name) {
+	if !validName(name) {
 		return nil, &Error{Profile: name, Err: errors.New("a profile name is 1 to 64 of a-z 0-9 _ . - (starting with a letter or digit)")}
 	}
 	for _, d := range s.Dirs {
@@ -206,6 +222,17 @@ func (s Store) Load(name string) (*Profile, error) {
 		return nil, &Error{Profile: name, Err: ErrUnknown}
 	}
 	return Parse(name, "built-in", data)
+}
+
+// Overrides reports whether one of the store's directories holds a file
+// for name, which then shadows the built-in of that name.
+func (s Store) Overrides(name string) bool {
+	for _, d := range s.Dirs {
+		if _, err := os.Lstat(filepath.Join(d, name+".yaml")); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // Resolve loads name and merges it onto its parents.
@@ -340,7 +367,7 @@ func Parse(name, source string, data []byte) (*Profile, error) {
 	var root yaml.Node
 	_ = yaml.Unmarshal(data, &root)
 	p.extendsLine = lineOf(&root, "extends")
-	if p.Extends != "" && !namePattern.MatchString(p.Extends) {
+	if p.Extends != "" && !validName(p.Extends) {
 		return nil, &Error{Profile: name, Line: p.extendsLine, Err: fmt.Errorf("extends %q: not a profile name", p.Extends)}
 	}
 	if p.Network != "" && p.Network != "none" {
@@ -451,7 +478,7 @@ func (s Store) List() ([]Info, error) {
 	for _, d := range s.Dirs {
 		entries, _ := os.ReadDir(d)
 		for _, e := range entries {
-			if name, ok := strings.CutSuffix(e.Name(), ".yaml"); ok && namePattern.MatchString(name) {
+			if name, ok := strings.CutSuffix(e.Name(), ".yaml"); ok && validName(name) {
 				add(name)
 			}
 		}

@@ -1,285 +1,47 @@
-// Package seccomp turns a profile's syscall policy into a seccomp BPF filter
-// and loads it.
-//
-// Compiling uses libseccomp and costs tens of milliseconds, so it happens
-// once per (profile content, architecture, libseccomp version): Cached
-// keeps the raw filter in a cache directory, keyed by a hash of all three,
-// and a sandbox's init only loads raw BPF with seccomp(2), which takes well
-// under a millisecond.
-//
-// Policy: syscalls the profile allows pass; syscalls this libseccomp knows
-// for the architecture but the profile does not allow fail with EPERM;
-// anything else (newer syscalls) fails with ENOSYS, so a libc falls back to
-// an older call; and every other ABI of the machine (ia32 and x32 on
-// x86_64) fails with ENOSYS whatever the syscall.
+// Package seccomp finds the compiled seccomp filter of a profile: built-in
+// profiles come resolved and compiled at build time, and user profiles are
+// compiled on first use (by package compile, run in jail's tools program)
+// and cached, keyed by a hash of the policy, the architecture and the
+// compiler. A sandbox's init only loads raw BPF (package filter), which
+// takes well under a millisecond. This package has no cgo.
 package seccomp
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"unsafe"
-
-	libseccomp "github.com/seccomp/libseccomp-golang"
-	"golang.org/x/sys/unix"
+	"runtime"
 
 	"github.com/jail-sandbox/jail/profiles"
+	"github.com/jail-sandbox/jail/seccomp/filter"
 )
 
-// compilerVersion changes whenever Compile's output for the same profile
-// would change, invalidating cached filters.
+// compilerVersion changes whenever the compiler's output for the same
+// profile would change, invalidating cached filters.
 const compilerVersion = 3
 
-// maxSyscall bounds the numbers answered ENOSYS when libseccomp has no name
-// for them: x86_64's table ends near 460 today, so this leaves room for new
-// syscalls without bloating the program; numbers above it get EPERM.
-const maxSyscall = 512
+// Filter is a compiled policy (see package filter, which loads it).
+type Filter = filter.Filter
 
-// Filter is a compiled policy: one or two BPF programs (raw struct
-// sock_filter instructions), loaded in order. The kernel runs every loaded
-// program and the strictest answer wins, which is how an argument-specific
-// denial (ioctl TIOCSTI) overrides an allowed syscall: libseccomp cannot
-// express "allow, except when" within one program.
-type Filter struct {
-	// Allowlist is the profile's policy; Denials, if any, returns an errno
-	// for argument-specific denials and allows everything else.
-	Allowlist []byte `json:"allowlist"`
-	Denials   []byte `json:"denials,omitempty"`
+// Compiler compiles a profile; Identity names it (and the libseccomp it
+// uses) for cache keys.
+type Compiler struct {
+	Identity string
+	Compile  func(*profiles.Profile) (Filter, error)
 }
 
-// Compile builds the filter of p for the native architecture.
-func Compile(p *profiles.Profile) (Filter, error) {
-	allowlist, err := compileAllowlist(p)
-	if err != nil {
-		return Filter{}, err
-	}
-	denials, err := compileDenials(p)
-	if err != nil {
-		return Filter{}, err
-	}
-	return Filter{Allowlist: allowlist, Denials: denials}, nil
-}
-
-func newFilter(defaultAction libseccomp.ScmpAction) (*libseccomp.ScmpFilter, error) {
-	f, err := libseccomp.NewFilter(defaultAction)
-	if err != nil {
-		return nil, fmt.Errorf("seccomp: %w", err)
-	}
-	// Other ABIs of this machine (ia32, x32) reach no syscall at all.
-	if err := f.SetBadArchAction(libseccomp.ActErrno.SetReturnCode(int16(unix.ENOSYS))); err != nil {
-		f.Release()
-		return nil, fmt.Errorf("seccomp: %w", err)
-	}
-	// jail sets no_new_privs itself, in its own order of steps.
-	if err := f.SetNoNewPrivsBit(false); err != nil {
-		f.Release()
-		return nil, fmt.Errorf("seccomp: %w", err)
-	}
-	if err := f.SetOptimize(2); err != nil {
-		f.Release()
-		return nil, fmt.Errorf("seccomp: %w", err)
-	}
-	return f, nil
-}
-
-// compileAllowlist: allowed syscalls pass, unconditional errno entries get
-// their errno, syscall numbers libseccomp does not know get ENOSYS, and
-// everything else (known syscalls not allowed, or allowed only with other
-// arguments) gets EPERM.
-func compileAllowlist(p *profiles.Profile) ([]byte, error) {
-	f, err := newFilter(libseccomp.ActErrno.SetReturnCode(int16(unix.EPERM)))
-	if err != nil {
-		return nil, err
-	}
-	defer f.Release()
-	policy := p.Seccomp
-	allowed := map[libseccomp.ScmpSyscall]profiles.Syscall{}
-	for _, s := range policy.Allow {
-		nr, err := syscallNumber(p, s)
-		if err != nil {
-			return nil, err
-		}
-		allowed[nr] = s
-		if err := f.AddRule(nr, libseccomp.ActAllow); err != nil {
-			return nil, ruleError(p, s, err)
-		}
-	}
-	conditional := map[libseccomp.ScmpSyscall]bool{}
-	for _, c := range policy.AllowIf {
-		nr, err := syscallNumber(p, c.Syscall)
-		if err != nil {
-			return nil, err
-		}
-		if _, ok := allowed[nr]; ok {
-			return nil, &profiles.Error{Profile: from(p, c.Syscall), Line: c.Syscall.Line, Err: fmt.Errorf("%s is both allowed and allowed only on conditions", c.Syscall.Name)}
-		}
-		conditional[nr] = true
-		conds, err := conditions(c.Args)
-		if err != nil {
-			return nil, &profiles.Error{Profile: p.Name, Line: c.Syscall.Line, Err: err}
-		}
-		if err := f.AddRuleConditional(nr, libseccomp.ActAllow, conds); err != nil {
-			return nil, ruleError(p, c.Syscall, err)
-		}
-	}
-	for _, d := range policy.Errno {
-		if len(d.Args) > 0 {
-			continue // in the denials program
-		}
-		errno := errnoOf(d)
-		for _, s := range d.Syscalls {
-			nr, err := syscallNumber(p, s)
-			if err != nil {
-				return nil, err
-			}
-			if a, ok := allowed[nr]; ok || conditional[nr] {
-				if !ok {
-					a = profiles.Syscall{Name: s.Name, From: p.Name}
-				}
-				return nil, &profiles.Error{Profile: from(p, a), Line: a.Line,
-					Err: fmt.Errorf("%s is allowed and also denied (profile %s, line %d); list it under drop first", s.Name, from(p, s), s.Line)}
-			}
-			if errno == unix.EPERM {
-				continue // the default
-			}
-			if err := f.AddRule(nr, libseccomp.ActErrno.SetReturnCode(int16(errno))); err != nil {
-				return nil, ruleError(p, s, err)
-			}
-		}
-	}
-	// Numbers this libseccomp has no name for are newer than it (or
-	// unassigned): ENOSYS, so a libc falls back to an older call.
-	for n := 0; n < maxSyscall; n++ {
-		nr := libseccomp.ScmpSyscall(n)
-		if _, err := nr.GetName(); err == nil {
-			continue
-		}
-		if err := f.AddRule(nr, libseccomp.ActErrno.SetReturnCode(int16(unix.ENOSYS))); err != nil {
-			return nil, fmt.Errorf("seccomp: syscall %d: %w", n, err)
-		}
-	}
-	return export(f)
-}
-
-// compileDenials builds the program of argument-specific errno entries, or
-// nil when the profile has none.
-func compileDenials(p *profiles.Profile) ([]byte, error) {
-	var entries []profiles.Denial
-	for _, d := range p.Seccomp.Errno {
-		if len(d.Args) > 0 {
-			entries = append(entries, d)
-		}
-	}
-	if len(entries) == 0 {
-		return nil, nil
-	}
-	f, err := newFilter(libseccomp.ActAllow)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Release()
-	for _, d := range entries {
-		conds, err := conditions(d.Args)
-		if err != nil {
-			return nil, &profiles.Error{Profile: p.Name, Line: d.Syscalls[0].Line, Err: err}
-		}
-		for _, s := range d.Syscalls {
-			nr, err := syscallNumber(p, s)
-			if err != nil {
-				return nil, err
-			}
-			if err := f.AddRuleConditional(nr, libseccomp.ActErrno.SetReturnCode(int16(errnoOf(d))), conds); err != nil {
-				return nil, ruleError(p, s, err)
-			}
-		}
-	}
-	return export(f)
-}
-
-func errnoOf(d profiles.Denial) unix.Errno {
-	if d.Errno == "" {
-		return unix.EPERM
-	}
-	return profiles.ErrnoValue(d.Errno)
-}
-
-func syscallNumber(p *profiles.Profile, s profiles.Syscall) (libseccomp.ScmpSyscall, error) {
-	nr, err := libseccomp.GetSyscallFromName(s.Name)
-	if err != nil {
-		return 0, &profiles.Error{Profile: from(p, s), Line: s.Line, Err: fmt.Errorf("unknown syscall %q", s.Name)}
-	}
-	return nr, nil
-}
-
-func ruleError(p *profiles.Profile, s profiles.Syscall, err error) error {
-	return &profiles.Error{Profile: from(p, s), Line: s.Line, Err: fmt.Errorf("%s: %v", s.Name, err)}
-}
-
-// from names the profile file a syscall entry was written in.
-func from(p *profiles.Profile, s profiles.Syscall) string {
-	if s.From != "" {
-		return s.From
-	}
-	return p.Name
-}
-
-func conditions(args []profiles.Arg) ([]libseccomp.ScmpCondition, error) {
-	var out []libseccomp.ScmpCondition
-	for _, a := range args {
-		var c libseccomp.ScmpCondition
-		var err error
-		switch {
-		case a.Not:
-			c, err = libseccomp.MakeCondition(a.Index, libseccomp.CompareNotEqual, a.Equals)
-		case a.Mask != 0:
-			c, err = libseccomp.MakeCondition(a.Index, libseccomp.CompareMaskedEqual, a.Mask, a.Equals)
-		default:
-			c, err = libseccomp.MakeCondition(a.Index, libseccomp.CompareEqual, a.Equals)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("argument %d: %v", a.Index, err)
-		}
-		out = append(out, c)
-	}
-	return out, nil
-}
-
-// export writes the filter's BPF into memory.
-func export(f *libseccomp.ScmpFilter) ([]byte, error) {
-	fd, err := unix.MemfdCreate("jail-seccomp", unix.MFD_CLOEXEC)
-	if err != nil {
-		return nil, fmt.Errorf("seccomp export: %w", err)
-	}
-	mem := os.NewFile(uintptr(fd), "jail-seccomp")
-	defer mem.Close()
-	if err := f.ExportBPF(mem); err != nil {
-		return nil, fmt.Errorf("seccomp export: %w", err)
-	}
-	if _, err := mem.Seek(0, io.SeekStart); err != nil {
-		return nil, err
-	}
-	return io.ReadAll(mem)
-}
-
-// Key identifies a compiled filter: the policy, the architecture, the
-// libseccomp version and this compiler.
-func Key(p *profiles.Profile) (string, error) {
-	arch, err := libseccomp.GetNativeArch()
-	if err != nil {
-		return "", err
-	}
-	maj, min, mic := libseccomp.GetLibraryVersion()
+// Key identifies a compiled filter: the policy, the architecture and the
+// compiler.
+func Key(p *profiles.Profile, compiler string) (string, error) {
 	policy, err := json.Marshal(p.Seccomp)
 	if err != nil {
 		return "", err
 	}
 	h := sha256.New()
-	fmt.Fprintf(h, "jail-seccomp %d\n%s\nlibseccomp %d.%d.%d\n", compilerVersion, arch, maj, min, mic)
+	fmt.Fprintf(h, "jail-seccomp %d\n%s\n%s\n", compilerVersion, runtime.GOARCH, compiler)
 	h.Write(policy)
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
@@ -296,28 +58,24 @@ func CacheDir() string {
 	return ""
 }
 
-// Cached returns p's filter: built at build time for the built-in profiles,
-// otherwise from the cache, compiling and storing it the first time. A cache
-// that cannot be written only costs the compile.
-func Cached(p *profiles.Profile) (Filter, error) {
-	key, err := Key(p)
+// Cached returns p's filter from the cache, compiling and storing it the
+// first time. A cache that cannot be written only costs the compile.
+func Cached(p *profiles.Profile, c Compiler) (Filter, error) {
+	key, err := Key(p, c.Identity)
 	if err != nil {
 		return Filter{}, err
-	}
-	if f, ok := embedded(key); ok {
-		return f, nil
 	}
 	dir := CacheDir()
 	path := filepath.Join(dir, key+".json")
 	if dir != "" {
 		if data, err := os.ReadFile(path); err == nil {
 			var f Filter
-			if json.Unmarshal(data, &f) == nil && f.valid() {
+			if json.Unmarshal(data, &f) == nil && f.Valid() {
 				return f, nil
 			}
 		}
 	}
-	f, err := Compile(p)
+	f, err := c.Compile(p)
 	if err != nil {
 		return Filter{}, err
 	}
@@ -338,36 +96,4 @@ func Cached(p *profiles.Profile) (Filter, error) {
 		}
 	}
 	return f, nil
-}
-
-func validProgram(b []byte) bool {
-	return len(b) > 0 && len(b)%8 == 0 && len(b)/8 <= 4096
-}
-
-func (f Filter) valid() bool {
-	return validProgram(f.Allowlist) && (f.Denials == nil || validProgram(f.Denials))
-}
-
-// Load installs f on the calling OS thread (no other): children forked
-// from the thread inherit it. no_new_privs must be set first.
-func Load(f Filter) error {
-	if !f.valid() {
-		return errors.New("seccomp: not a BPF program")
-	}
-	for _, prog := range [][]byte{f.Allowlist, f.Denials} {
-		if prog == nil {
-			continue
-		}
-		fprog := unix.SockFprog{Len: uint16(len(prog) / 8), Filter: (*unix.SockFilter)(unsafe.Pointer(&prog[0]))}
-		if _, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog))); errno != 0 {
-			return fmt.Errorf("seccomp: load filter: %w", errno)
-		}
-	}
-	return nil
-}
-
-// Version reports the libseccomp in use.
-func Version() string {
-	maj, min, mic := libseccomp.GetLibraryVersion()
-	return fmt.Sprintf("libseccomp %d.%d.%d", maj, min, mic)
 }

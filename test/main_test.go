@@ -101,10 +101,16 @@ func buildBinaries() error {
 		}
 		return nil
 	}
-	if out, err := exec.Command("go", "build", "-tags", "netgo,osusergo", "-ldflags", "-linkmode external -extldflags -static", "-o", jailBin, "../cmd/jail").CombinedOutput(); err != nil {
+	// The helper programs jail embeds first (see internal/programs).
+	if out, err := exec.Command("go", "generate", "../internal/programs").CombinedOutput(); err != nil {
+		return fmt.Errorf("build jail's programs: %v\n%s", err, out)
+	}
+	build := exec.Command("go", "build", "-trimpath", "-o", jailBin, "../cmd/jail")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("build jail: %v\n%s", err, out)
 	}
-	build := exec.Command("go", "build", "-o", probe, "./jailprobe")
+	build = exec.Command("go", "build", "-o", probe, "./jailprobe")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("build jailprobe: %v\n%s", err, out)

@@ -2,9 +2,8 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
-	"io"
+	"github.com/jail-sandbox/jail/internal/programs"
 	"os"
 	"strings"
 
@@ -19,34 +18,9 @@ func imageCommand(args []string) int {
 	}
 	store := jail.ImageStore()
 	switch args[0] {
-	case "import":
-		fs := flag.NewFlagSet("image import", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		name := fs.String("name", "", "NAME[:TAG] for the image")
-		quiet := fs.Bool("quiet", false, "print nothing but errors")
-		path, rest := firstArg(args[1:])
-		if err := fs.Parse(rest); err != nil {
-			return fail("image import: %v", err)
-		}
-		if path == "" && fs.NArg() == 1 {
-			path = fs.Arg(0)
-		}
-		if path == "" {
-			return fail("image import: usage: jail image import PATH [--name NAME[:TAG]]")
-		}
-		if !*quiet && isTerminal(os.Stderr) {
-			store.Progress = os.Stderr
-		}
-		imgs, err := store.Import(path, *name)
-		if err != nil {
-			return fail("image %s: %v", path, err)
-		}
-		if !*quiet {
-			for _, img := range imgs {
-				fmt.Printf("%s\t%s\t%d layers\n", img.Name, img.Digest, len(img.Layers))
-			}
-		}
-		return 0
+	case "import", "pull":
+		// Registry client and layer unpacking live in the tools program.
+		return runTools(append([]string{"image"}, args...))
 	case "ls":
 		imgs, err := store.List()
 		if err != nil {
@@ -79,25 +53,17 @@ func imageCommand(args []string) int {
 		}
 		fmt.Printf("removed %d unused layers\n", n)
 		return 0
-	case "pull":
-		ref, rest := firstArg(args[1:])
-		quiet := len(rest) == 1 && rest[0] == "--quiet"
-		if ref == "" || (len(rest) > 0 && !quiet) {
-			return fail("image pull: usage: jail image pull REF [--quiet]")
-		}
-		if !quiet && isTerminal(os.Stderr) {
-			store.Progress = os.Stderr
-		}
-		img, err := store.Pull(ref)
-		if err != nil {
-			return fail("image %s: %v", ref, err)
-		}
-		if !quiet {
-			fmt.Printf("%s\t%s\t%d layers\n", img.Name, img.Digest, len(img.Layers))
-		}
-		return 0
 	}
 	return fail("image: unknown subcommand %q", args[0])
+}
+
+// runTools runs the tools program with the caller's stdio.
+func runTools(args []string) int {
+	code, err := programs.RunTools(args, os.Stdin, os.Stdout, os.Stderr)
+	if err != nil {
+		return fail("%v", err)
+	}
+	return code
 }
 
 func isTerminal(f *os.File) bool {

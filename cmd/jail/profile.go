@@ -7,8 +7,8 @@ import (
 	"io"
 	"os"
 
+	"github.com/jail-sandbox/jail"
 	"github.com/jail-sandbox/jail/profiles"
-	"github.com/jail-sandbox/jail/seccomp"
 )
 
 const profileUsage = `usage: jail profile ls
@@ -73,11 +73,7 @@ func profileExport(store profiles.Store, args []string) int {
 	if name == "" || *bpf == "" {
 		return fail("profile export: usage: jail profile export NAME --bpf FILE [--denials FILE]")
 	}
-	p, err := store.Resolve(name)
-	if err != nil {
-		return failProfile(err)
-	}
-	f, err := seccomp.Cached(p)
+	_, f, err := jail.ResolveProfile(store, name)
 	if err != nil {
 		return failProfile(err)
 	}

@@ -8,7 +8,7 @@
 // when it is used.
 package config
 
-import "github.com/jail-sandbox/jail/seccomp"
+import "github.com/jail-sandbox/jail/seccomp/filter"
 
 // Init is everything the init stage needs to build and start a sandbox.
 type Init struct {
@@ -20,7 +20,7 @@ type Init struct {
 	Masks    []string `json:"masks,omitempty"`     // extra paths to hide, beyond the built-in lists
 	ReadOnly []string `json:"read_only,omitempty"` // extra paths to make read-only
 	// Seccomp is the profile's compiled filter, loaded last before exec.
-	Seccomp seccomp.Filter `json:"seccomp"`
+	Seccomp filter.Filter `json:"seccomp"`
 }
 
 // Rootfs says what the sandbox's / is made of.

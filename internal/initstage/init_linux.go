@@ -33,7 +33,7 @@ import (
 	"github.com/jail-sandbox/jail/internal/control"
 	"github.com/jail-sandbox/jail/netns"
 	"github.com/jail-sandbox/jail/rootfs"
-	"github.com/jail-sandbox/jail/seccomp"
+	"github.com/jail-sandbox/jail/seccomp/filter"
 )
 
 // Arg is argv[0] of a process started as a sandbox init.
@@ -84,8 +84,16 @@ func run() int {
 		return 1
 	}
 	conn := control.FromFD(controlFD)
+	// Registering for signals starts the runtime's signal thread, half a
+	// millisecond: it happens beside the setup, and the command is not
+	// started before it is done (signals that arrive meanwhile wait in the
+	// channel for the command).
 	signals := make(chan os.Signal, 16)
-	signal.Notify(signals, forwarded...)
+	notifying := make(chan struct{})
+	go func() {
+		signal.Notify(signals, forwarded...)
+		close(notifying)
+	}()
 
 	msg, _, err := conn.Recv()
 	if err != nil || msg.Kind != control.KindConfig || msg.Config == nil {
@@ -93,7 +101,7 @@ func run() int {
 	}
 	cfg := msg.Config
 
-	cmd, err := setup(cfg, conn)
+	cmd, err := setup(cfg, conn, notifying)
 	if err != nil {
 		var se *setupError
 		var ee *execError
@@ -115,12 +123,13 @@ func run() int {
 		}
 	}()
 	code, sig := reap(cmd)
+	endRemaining()
 	_ = conn.Send(control.Message{Kind: control.KindExit, Code: code, Signal: sig})
 	return code
 }
 
 // setup builds the sandbox and starts the command; it returns its pid.
-func setup(cfg *config.Init, conn *control.Conn) (int, error) {
+func setup(cfg *config.Init, conn *control.Conn, notifying <-chan struct{}) (int, error) {
 	if err := rootfs.Build(cfg); err != nil {
 		var se *rootfs.StepError
 		if errors.As(err, &se) {
@@ -159,6 +168,7 @@ func setup(cfg *config.Init, conn *control.Conn) (int, error) {
 		return 0, &setupError{step: "wait for release", err: fmt.Errorf("supervisor went away")}
 	}
 
+	<-notifying
 	pid, err := spawn(&cfg.Process, cfg.Seccomp, stdio)
 	if err != nil {
 		return 0, err
@@ -178,7 +188,7 @@ func setup(cfg *config.Init, conn *control.Conn) (int, error) {
 // spawn starts the command from this thread after dropping, in this order,
 // everything the command must not have. The init keeps its own privileges on
 // its other threads: it still has to reap and report.
-func spawn(p *config.Process, filter seccomp.Filter, stdio []uintptr) (int, error) {
+func spawn(p *config.Process, policy filter.Filter, stdio []uintptr) (int, error) {
 	path, err := lookPath(p.Args[0], envValue(p.Env, "PATH"))
 	if err != nil {
 		return 0, err
@@ -200,7 +210,7 @@ func spawn(p *config.Process, filter seccomp.Filter, stdio []uintptr) (int, erro
 	}
 	// 3. The profile's seccomp filter, last: from here on this thread, and
 	// the command forked from it, make only the syscalls it allows.
-	if err := seccomp.Load(filter); err != nil {
+	if err := filter.Load(policy); err != nil {
 		return 0, &setupError{step: "seccomp", err: err}
 	}
 
@@ -290,6 +300,38 @@ func reap(cmd int) (code, sig int) {
 		case ws.Signaled():
 			return 128 + int(ws.Signal()), int(ws.Signal())
 		}
+	}
+}
+
+// endRemaining kills and reaps whatever the command left running, and lets
+// go of the init's stdio. After it, nothing in the sandbox runs but the init,
+// and the supervisor's output pipes are at EOF: it may answer as soon as the
+// exit report arrives, while the kernel still tears the namespaces down.
+func endRemaining() {
+	// The thread that forked the command dropped its capabilities; the
+	// others keep the init's, which signalling processes of another uid
+	// takes. kill(-1) from pid 1 reaches every other process of the
+	// namespace.
+	killed := make(chan struct{})
+	go func() {
+		_ = unix.Kill(-1, unix.SIGKILL)
+		close(killed)
+	}()
+	<-killed
+	for {
+		_, err := unix.Wait4(-1, nil, 0, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			break
+		}
+	}
+	if null, err := unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0); err == nil {
+		for fd := 0; fd <= 2; fd++ {
+			_ = unix.Dup3(null, fd, 0)
+		}
+		_ = unix.Close(null)
 	}
 }
 

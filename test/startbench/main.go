@@ -1,8 +1,20 @@
-// Command startbench times whole commands, interleaved round by round so
-// that machine noise falls on every contender alike, and prints the median
-// and p90 wall time of each and its ratio to the first one's median.
+// Command startbench measures what a sandbox costs to start: jail beside
+// bubblewrap, crun, runc, unshare and the bare command, interleaved round by
+// round in one run so that machine noise falls on every contender alike.
 //
-//	go run ./test/startbench -n 300 -- 'jail run -- /bin/true' 'bwrap --unshare-all ... /bin/true'
+// It times, as root:
+//  1. cold start of /bin/true in a busybox root filesystem with all
+//     isolation on (namespaces, the same limits, the same seccomp filter
+//     where the tool takes one);
+//  2. the same on the default root (the host tree read-only);
+//  3. throughput: sandboxes started and finished per second, two at a time.
+//
+// Every contender runs in a private mount namespace where the empty cgroup
+// v2 hierarchy of a hybrid host is unmounted (crun refuses hybrid layouts);
+// that changes nothing on the host. Whatever the run creates (a work
+// directory, crun and runc state, cgroups under jail-bench) is removed.
+//
+//	go run ./test/startbench -jail bin/jail -json bin/bench-start.json
 package main
 
 import (
@@ -11,62 +23,283 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
-type stats struct {
-	Command  string  `json:"command"`
-	MedianMS float64 `json:"median_ms"`
-	P90MS    float64 `json:"p90_ms"`
-	Ratio    float64 `json:"ratio_to_first"`
-	Runs     int     `json:"runs"`
+// insideEnv marks the re-executed copy that runs in the private mount
+// namespace.
+const insideEnv = "JAIL_STARTBENCH_INSIDE"
+
+type options struct {
+	jail       string
+	rounds     int
+	warmup     int
+	throughput time.Duration
+	jsonOut    string
+	only       string
 }
 
 func main() {
-	rounds := flag.Int("n", 200, "rounds; each runs every command once")
-	warmup := flag.Int("warmup", 10, "untimed rounds first")
-	jsonOut := flag.String("json", "", "also write the figures to this file")
+	var o options
+	flag.StringVar(&o.jail, "jail", "bin/jail", "the jail binary")
+	flag.IntVar(&o.rounds, "n", 200, "timed rounds; each runs every contender once")
+	flag.IntVar(&o.warmup, "warmup", 10, "untimed rounds first")
+	flag.DurationVar(&o.throughput, "throughput", 10*time.Second, "how long each tool runs two at a time (0: skip)")
+	flag.StringVar(&o.jsonOut, "json", "", "write the figures, raw samples included, to this file")
+	flag.StringVar(&o.only, "only", "", "comma-separated contender names to run (default: all)")
 	flag.Parse()
-	cmds := flag.Args()
-	if len(cmds) == 0 {
-		fmt.Fprintln(os.Stderr, "usage: startbench [-n N] [-json FILE] -- 'CMD ARGS' ...")
-		os.Exit(2)
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "startbench:", err)
+		os.Exit(1)
 	}
-	times := make([][]time.Duration, len(cmds))
-	for r := 0; r < *warmup+*rounds; r++ {
-		for i, c := range cmds {
-			start := time.Now()
-			cmd := exec.Command("sh", "-c", "exec "+c)
-			if out, err := cmd.CombinedOutput(); err != nil {
-				fmt.Fprintf(os.Stderr, "%s: %v\n%s", c, err, out)
-				os.Exit(1)
+}
+
+func run(o options) error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("needs root (crun and runc place cgroups; the peers are compared as root)")
+	}
+	jail, err := filepath.Abs(o.jail)
+	if err != nil {
+		return err
+	}
+	o.jail = jail
+	if os.Getenv(insideEnv) == "" {
+		return reexecPrivate()
+	}
+	if err := unix.Unmount("/sys/fs/cgroup/unified", unix.MNT_DETACH); err != nil && err != unix.EINVAL && err != unix.ENOENT {
+		return fmt.Errorf("unmount the empty cgroup v2 hierarchy: %w", err)
+	}
+
+	env, err := newBench(o.jail)
+	if err != nil {
+		return err
+	}
+	defer env.cleanup()
+
+	report := Report{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Rounds: o.rounds}
+	for _, sc := range env.scenarios() {
+		cs := filter(sc.contenders, o.only)
+		if len(cs) == 0 {
+			continue
+		}
+		res, err := timeInterleaved(cs, o.warmup, o.rounds)
+		if err != nil {
+			return err
+		}
+		report.Scenarios = append(report.Scenarios, Scenario{Name: sc.name, Results: res})
+		printScenario(sc.name, res)
+	}
+	if o.throughput > 0 {
+		cs := filter(env.throughputContenders(), o.only)
+		res, err := measureThroughput(cs, o.throughput)
+		if err != nil {
+			return err
+		}
+		report.Throughput = res
+		printThroughput(res, o.throughput)
+	}
+	if o.jsonOut != "" {
+		data, err := json.MarshalIndent(report, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(o.jsonOut, append(data, '\n'), 0o644); err != nil {
+			return err
+		}
+		fmt.Printf("\nraw figures: %s\n", o.jsonOut)
+	}
+	return nil
+}
+
+// reexecPrivate runs this program again in a private mount namespace.
+func reexecPrivate() error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	args := append([]string{"-m", "--propagation", "private", self}, os.Args[1:]...)
+	cmd := exec.Command("unshare", args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(), insideEnv+"=1")
+	if err := cmd.Run(); err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			os.Exit(ee.ExitCode())
+		}
+		return err
+	}
+	return nil
+}
+
+func filter(cs []contender, only string) []contender {
+	if only == "" {
+		return cs
+	}
+	want := map[string]bool{}
+	for _, n := range strings.Split(only, ",") {
+		want[strings.TrimSpace(n)] = true
+	}
+	var out []contender
+	for _, c := range cs {
+		if want[c.name] {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Report is the JSON file: enough to compare one run with a later one.
+type Report struct {
+	Date       string       `json:"date"`
+	Machine    Machine      `json:"machine"`
+	Rounds     int          `json:"rounds"`
+	Scenarios  []Scenario   `json:"cold_start"`
+	Throughput []Throughput `json:"throughput,omitempty"`
+}
+
+// Machine says where the figures were taken.
+type Machine struct {
+	Kernel  string `json:"kernel"`
+	CPUs    int    `json:"cpus"`
+	Cgroups string `json:"cgroups"`
+	Go      string `json:"go"`
+}
+
+// Scenario is one cold-start comparison.
+type Scenario struct {
+	Name    string   `json:"name"`
+	Results []Result `json:"results"`
+}
+
+// Result is one contender's cold starts.
+type Result struct {
+	Name      string    `json:"name"`
+	Command   string    `json:"command"`
+	MedianMS  float64   `json:"median_ms"`
+	P90MS     float64   `json:"p90_ms"`
+	RatioJail float64   `json:"ratio_to_jail"`
+	SamplesMS []float64 `json:"samples_ms"`
+}
+
+// Throughput is sandboxes completed per second with two at a time.
+type Throughput struct {
+	Name      string  `json:"name"`
+	Completed int     `json:"completed"`
+	Seconds   float64 `json:"seconds"`
+	PerSecond float64 `json:"per_second"`
+	RatioJail float64 `json:"ratio_to_jail"`
+}
+
+func machine() Machine {
+	var u unix.Utsname
+	_ = unix.Uname(&u)
+	m := Machine{Kernel: unix.ByteSliceToString(u.Release[:]), CPUs: runtime.NumCPU(), Go: runtime.Version()}
+	var st unix.Statfs_t
+	switch {
+	case unix.Statfs("/sys/fs/cgroup", &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC:
+		m.Cgroups = "v2"
+	default:
+		m.Cgroups = "v1"
+		if _, err := os.Stat("/sys/fs/cgroup/unified"); err == nil {
+			m.Cgroups = "v1 (hybrid host; v2 hierarchy unmounted for the run)"
+		}
+	}
+	return m
+}
+
+// timeInterleaved runs every contender once per round and returns each
+// one's statistics; the first contender named jail is the reference.
+func timeInterleaved(cs []contender, warmup, rounds int) ([]Result, error) {
+	samples := make([][]time.Duration, len(cs))
+	for r := 0; r < warmup+rounds; r++ {
+		for i := range cs {
+			d, err := cs[i].once(r)
+			if err != nil {
+				return nil, err
 			}
-			if r >= *warmup {
-				times[i] = append(times[i], time.Since(start))
+			if r >= warmup {
+				samples[i] = append(samples[i], d)
 			}
 		}
 	}
-	var all []stats
-	for i, c := range cmds {
-		ts := times[i]
-		sort.Slice(ts, func(a, b int) bool { return ts[a] < ts[b] })
-		all = append(all, stats{Command: c, Runs: len(ts),
-			MedianMS: ms(ts[len(ts)/2]), P90MS: ms(ts[len(ts)*9/10])})
-	}
-	fmt.Printf("%-9s %-9s %-7s %s\n", "median", "p90", "ratio", "command")
-	for i := range all {
-		all[i].Ratio = all[i].MedianMS / all[0].MedianMS
-		fmt.Printf("%-9s %-9s %-7s %s\n", fmt.Sprintf("%.2fms", all[i].MedianMS), fmt.Sprintf("%.2fms", all[i].P90MS),
-			fmt.Sprintf("%.2fx", all[i].Ratio), strings.TrimSpace(all[i].Command))
-	}
-	if *jsonOut != "" {
-		data, _ := json.MarshalIndent(all, "", "  ")
-		if err := os.WriteFile(*jsonOut, data, 0o644); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
+	out := make([]Result, len(cs))
+	ref := 0.0
+	for i, c := range cs {
+		ts := samples[i]
+		sorted := append([]time.Duration(nil), ts...)
+		sort.Slice(sorted, func(a, b int) bool { return sorted[a] < sorted[b] })
+		out[i] = Result{Name: c.name, Command: c.describe(), MedianMS: ms(sorted[len(sorted)/2]), P90MS: ms(sorted[len(sorted)*9/10])}
+		for _, t := range ts {
+			out[i].SamplesMS = append(out[i].SamplesMS, ms(t))
 		}
+		if ref == 0 && c.name == "jail" {
+			ref = out[i].MedianMS
+		}
+	}
+	for i := range out {
+		if ref > 0 {
+			out[i].RatioJail = out[i].MedianMS / ref
+		}
+	}
+	return out, nil
+}
+
+// measureThroughput runs each tool two at a time, back to back, for d in
+// all: two halves in opposite orders, so that a drift of the machine's load
+// falls on all tools alike.
+func measureThroughput(cs []contender, d time.Duration) ([]Throughput, error) {
+	done := make([]int, len(cs))
+	spent := make([]time.Duration, len(cs))
+	for half := 0; half < 2; half++ {
+		for k := range cs {
+			i := k
+			if half == 1 {
+				i = len(cs) - 1 - k
+			}
+			n, took, err := cs[i].parallel(2, d/2)
+			if err != nil {
+				return nil, err
+			}
+			done[i] += n
+			spent[i] += took
+		}
+	}
+	out := make([]Throughput, len(cs))
+	ref := 0.0
+	for i, c := range cs {
+		out[i] = Throughput{Name: c.name, Completed: done[i], Seconds: spent[i].Seconds(), PerSecond: float64(done[i]) / spent[i].Seconds()}
+		if ref == 0 && c.name == "jail" {
+			ref = out[i].PerSecond
+		}
+	}
+	for i := range out {
+		if ref > 0 {
+			out[i].RatioJail = out[i].PerSecond / ref
+		}
+	}
+	return out, nil
+}
+
+func printScenario(name string, res []Result) {
+	fmt.Printf("\n## cold start: %s\n\n", name)
+	fmt.Println("| tool | median | p90 | × jail | command |")
+	fmt.Println("|---|---|---|---|---|")
+	for _, r := range res {
+		fmt.Printf("| %s | %.2f ms | %.2f ms | %.2f | `%s` |\n", r.Name, r.MedianMS, r.P90MS, r.RatioJail, r.Command)
+	}
+}
+
+func printThroughput(res []Throughput, d time.Duration) {
+	fmt.Printf("\n## throughput: 2 at a time, %s per tool\n\n", d)
+	fmt.Println("| tool | sandboxes/s | × jail |")
+	fmt.Println("|---|---|---|")
+	for _, r := range res {
+		fmt.Printf("| %s | %.0f | %.2f |\n", r.Name, r.PerSecond, r.RatioJail)
 	}
 }
 

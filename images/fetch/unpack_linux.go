@@ -1,4 +1,4 @@
-package images
+package fetch
 
 import (
 	"archive/tar"
@@ -13,18 +13,9 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
-)
 
-// Ownership says how the owners recorded in a layer become owners on disk.
-type Ownership struct {
-	// Shift, when true, stores a file owned by id N as host id Base+N
-	// (jail run as root: the sandbox maps its ids 0..Size-1 there, so the
-	// file reads as owned by N inside). When false (rootless), every file
-	// belongs to the caller, the one id the sandbox has.
-	Shift bool
-	Base  int
-	Size  int
-}
+	"github.com/jail-sandbox/jail/images"
+)
 
 // unpackState is what one unpack remembers: seen holds the names it
 // created and dirs the directories known to exist. A layer starts empty, so
@@ -40,7 +31,7 @@ type unpackState struct {
 // before it, can create or change anything outside dir. Whiteouts become
 // overlayfs whiteouts (a 0:0 character device), opaque directories get the
 // user.overlay.opaque xattr that overlayfs reads in a user namespace.
-func unpackLayer(r io.Reader, dir string, own Ownership) error {
+func unpackLayer(r io.Reader, dir string, own images.Ownership) error {
 	st := &unpackState{seen: map[string]bool{}, dirs: map[string]bool{".": true}}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
@@ -73,7 +64,7 @@ func cleanName(name string) (string, bool) {
 	return rel, rel != ""
 }
 
-func unpackEntry(root *os.Root, r io.Reader, hdr *tar.Header, rel string, own Ownership, st *unpackState) error {
+func unpackEntry(root *os.Root, r io.Reader, hdr *tar.Header, rel string, own images.Ownership, st *unpackState) error {
 	dir, base := path.Split(rel)
 	dir = strings.TrimSuffix(dir, "/")
 	if dir == "" {
@@ -210,21 +201,21 @@ func withDir(root *os.Root, dir string, f func(fd int) error) error {
 	return f(int(d.Fd()))
 }
 
-func hostID(id int, own Ownership) int {
+func hostID(id int, own images.Ownership) int {
 	if id < 0 || id >= own.Size {
 		id = 65534 // nobody: outside the range the sandbox maps
 	}
 	return own.Base + id
 }
 
-func chown(root *os.Root, rel string, hdr *tar.Header, own Ownership) error {
+func chown(root *os.Root, rel string, hdr *tar.Header, own images.Ownership) error {
 	if !own.Shift {
 		return nil
 	}
 	return root.Lchown(rel, hostID(hdr.Uid, own), hostID(hdr.Gid, own))
 }
 
-func chownLink(root *os.Root, rel string, hdr *tar.Header, own Ownership, err error) error {
+func chownLink(root *os.Root, rel string, hdr *tar.Header, own images.Ownership, err error) error {
 	if err != nil {
 		return err
 	}

@@ -1,12 +1,15 @@
-package seccomp
+package compile
 
 import (
+	"encoding/json"
 	"runtime"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/jail-sandbox/jail/profiles"
+	"github.com/jail-sandbox/jail/seccomp"
+	"github.com/jail-sandbox/jail/seccomp/filter"
 )
 
 func TestBuiltinsCompile(t *testing.T) {
@@ -21,12 +24,12 @@ func TestBuiltinsCompile(t *testing.T) {
 		}
 		// strict allows only terminal ioctls, so TIOCSTI needs no second
 		// program there.
-		if !f.valid() || (len(f.Denials) == 0) != (name == "strict") {
+		if !f.Valid() || (len(f.Denials) == 0) != (name == "strict") {
 			t.Errorf("%s: %d+%d bytes", name, len(f.Allowlist), len(f.Denials))
 		}
-		k1, _ := Key(p)
+		k1, _ := seccomp.Key(p, Identity())
 		p.Seccomp.Allow = p.Seccomp.Allow[1:]
-		if k2, _ := Key(p); k1 == k2 {
+		if k2, _ := seccomp.Key(p, Identity()); k1 == k2 {
 			t.Errorf("%s: the cache key ignores the policy", name)
 		}
 	}
@@ -59,7 +62,7 @@ func BenchmarkLoadDefault(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		onThrowawayThread(func() {
 			_ = unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-			if err := Load(f); err != nil {
+			if err := filter.Load(f); err != nil {
 				b.Error(err)
 			}
 		})
@@ -76,20 +79,28 @@ func BenchmarkCompileDefault(b *testing.B) {
 	}
 }
 
-// TestEmbeddedFiltersAreCurrent: the build-time filters are what Compile
-// makes now (run `go generate ./seccomp` after changing a built-in).
+// TestEmbeddedFiltersAreCurrent: the built-in profiles and filters made at
+// build time are what resolving and compiling give now (run
+// `go generate ./seccomp` after changing a built-in).
 func TestEmbeddedFiltersAreCurrent(t *testing.T) {
 	for _, name := range []string{"default", "strict", "build"} {
 		p, _ := profiles.Store{}.Resolve(name)
-		key, _ := Key(p)
-		got, ok := embedded(key)
+		want, _ := Compile(p)
+		pre, got, ok := seccomp.Builtin(name)
 		if !ok {
-			t.Errorf("%s: no build-time filter for key %s (go generate ./seccomp)", name, key[:12])
+			t.Errorf("%s: no build-time entry (go generate ./seccomp)", name)
 			continue
 		}
-		want, _ := Compile(p)
 		if string(got.Allowlist) != string(want.Allowlist) || string(got.Denials) != string(want.Denials) {
-			t.Errorf("%s: the build-time filter differs from a fresh compile", name)
+			t.Errorf("%s: the build-time filter differs from a fresh compile (go generate ./seccomp)", name)
+		}
+		// Compared as JSON: what the table can hold.
+		resolved := *p
+		resolved.Seccomp = profiles.Seccomp{}
+		gotJSON, _ := json.Marshal(pre)
+		wantJSON, _ := json.Marshal(resolved)
+		if string(gotJSON) != string(wantJSON) {
+			t.Errorf("%s: the build-time profile differs from the YAML resolved now (go generate ./seccomp)", name)
 		}
 	}
 }

@@ -1,7 +1,8 @@
-package images
+package fetch
 
 import (
 	"fmt"
+	"github.com/jail-sandbox/jail/images"
 	"runtime"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -10,33 +11,30 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
-// Pull fetches ref from its registry (anonymously, or with the credentials
-// of ~/.docker/config.json or $REGISTRY_AUTH_FILE), choosing this
-// platform's image from an index, and stores it like Import. Registries on
-// loopback are spoken to over plain HTTP, others over HTTPS.
-func (s Store) Pull(ref string) (Image, error) {
-	if err := s.prepare(); err != nil {
-		return Image{}, err
+// pull is Pull.
+func (s store) pull(ref string) (images.Image, error) {
+	if err := s.Prepare(); err != nil {
+		return images.Image{}, err
 	}
 	r, err := name.ParseReference(ref)
 	if err != nil {
-		return Image{}, fmt.Errorf("%q is not an image reference", ref)
+		return images.Image{}, fmt.Errorf("%q is not an image reference", ref)
 	}
 	platform := v1.Platform{OS: runtime.GOOS, Architecture: runtime.GOARCH}
 	desc, err := remote.Get(r, remote.WithAuthFromKeychain(authn.DefaultKeychain), remote.WithPlatform(platform))
 	if err != nil {
-		return Image{}, fmt.Errorf("pull: %v", err)
+		return images.Image{}, fmt.Errorf("pull: %v", err)
 	}
 	img, err := desc.Image()
 	if err != nil {
-		return Image{}, fmt.Errorf("pull: %v", err)
+		return images.Image{}, fmt.Errorf("pull: %v", err)
 	}
 	rec, err := s.store(img)
 	if err != nil {
-		return Image{}, err
+		return images.Image{}, err
 	}
 	rec.Name = r.Name()
-	err = s.update(func(all map[string]Image) error {
+	err = s.Update(func(all map[string]images.Image) error {
 		all[rec.Name] = rec
 		return nil
 	})

@@ -1,4 +1,4 @@
-package images
+package fetch
 
 import (
 	"archive/tar"
@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/jail-sandbox/jail/images"
 	"io"
 	"os"
 	"path/filepath"
@@ -32,12 +33,9 @@ type source struct {
 	img  v1.Image
 }
 
-// Import stores every image in path: an OCI image layout directory, an OCI
-// archive (a tar of such a layout), or a `docker save` tarball (all its
-// images, with their tags). nameOverride names the image when path holds
-// exactly one.
-func (s Store) Import(path, nameOverride string) ([]Image, error) {
-	if err := s.prepare(); err != nil {
+// importPath is Import.
+func (s store) importPath(path, nameOverride string) ([]images.Image, error) {
+	if err := s.Prepare(); err != nil {
 		return nil, err
 	}
 	sources, cleanup, err := s.open(path)
@@ -54,12 +52,12 @@ func (s Store) Import(path, nameOverride string) ([]Image, error) {
 		sources[0].name = nameOverride
 	}
 	// Everything is read and verified before the index changes.
-	var out []Image
+	var out []images.Image
 	for _, src := range sources {
 		if src.name == "" {
 			return nil, fmt.Errorf("%s does not name its image; give --name NAME[:TAG]", path)
 		}
-		n, err := Normalize(src.name)
+		n, err := images.Normalize(src.name)
 		if err != nil {
 			return nil, err
 		}
@@ -70,7 +68,7 @@ func (s Store) Import(path, nameOverride string) ([]Image, error) {
 		img.Name = n
 		out = append(out, img)
 	}
-	err = s.update(func(all map[string]Image) error {
+	err = s.Update(func(all map[string]images.Image) error {
 		for _, img := range out {
 			all[img.Name] = img
 		}
@@ -80,7 +78,7 @@ func (s Store) Import(path, nameOverride string) ([]Image, error) {
 }
 
 // open finds the images in path.
-func (s Store) open(path string) ([]source, func(), error) {
+func (s store) open(path string) ([]source, func(), error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, nil, err
@@ -309,25 +307,25 @@ func fromDockerSave(path string) ([]source, error) {
 }
 
 // store unpacks img's layers (each once) and returns its record.
-func (s Store) store(img v1.Image) (Image, error) {
+func (s store) store(img v1.Image) (images.Image, error) {
 	digest, err := img.Digest()
 	if err != nil {
-		return Image{}, err
+		return images.Image{}, err
 	}
 	cfg, err := img.ConfigFile()
 	if err != nil {
-		return Image{}, fmt.Errorf("image config: %v", err)
+		return images.Image{}, fmt.Errorf("image config: %v", err)
 	}
 	layers, err := img.Layers()
 	if err != nil {
-		return Image{}, fmt.Errorf("image layers: %v", err)
+		return images.Image{}, fmt.Errorf("image layers: %v", err)
 	}
 	if len(layers) != len(cfg.RootFS.DiffIDs) {
-		return Image{}, fmt.Errorf("the image has %d layers but its config lists %d", len(layers), len(cfg.RootFS.DiffIDs))
+		return images.Image{}, fmt.Errorf("the image has %d layers but its config lists %d", len(layers), len(cfg.RootFS.DiffIDs))
 	}
-	rec := Image{
+	rec := images.Image{
 		Digest: digest.String(), Created: time.Now().UTC().Truncate(time.Second),
-		Config: Config{
+		Config: images.Config{
 			Env: cfg.Config.Env, Entrypoint: cfg.Config.Entrypoint, Cmd: cfg.Config.Cmd,
 			WorkingDir: cfg.Config.WorkingDir, User: cfg.Config.User,
 		},
@@ -335,10 +333,10 @@ func (s Store) store(img v1.Image) (Image, error) {
 	for i, l := range layers {
 		diffID := cfg.RootFS.DiffIDs[i]
 		start := time.Now()
-		label := fmt.Sprintf("layer %d/%d %s", i+1, len(layers), short(diffID.String()))
+		label := fmt.Sprintf("layer %d/%d %s", i+1, len(layers), images.Short(diffID.String()))
 		size, err := s.storeLayer(l, diffID, label)
 		if err != nil {
-			return Image{}, fmt.Errorf("layer %s: %w", short(diffID.String()), err)
+			return images.Image{}, fmt.Errorf("layer %s: %w", images.Short(diffID.String()), err)
 		}
 		if s.Progress != nil {
 			fmt.Fprintf(s.Progress, "\r%s  %.1f MiB  done in %s\033[K\n", label, float64(size)/(1<<20), time.Since(start).Round(time.Millisecond))
@@ -356,7 +354,7 @@ var supportedLayers = map[types.MediaType]bool{
 
 // storeLayer verifies a layer against both its digests and unpacks it into
 // its directory, unless an earlier import already did.
-func (s Store) storeLayer(l v1.Layer, diffID v1.Hash, label string) (int64, error) {
+func (s store) storeLayer(l v1.Layer, diffID v1.Hash, label string) (int64, error) {
 	if diffID.Algorithm != "sha256" || len(diffID.Hex) != 64 {
 		return 0, fmt.Errorf("unsupported diff ID %s", diffID)
 	}
@@ -377,7 +375,7 @@ func (s Store) storeLayer(l v1.Layer, diffID v1.Hash, label string) (int64, erro
 	}
 	rc, err := l.Compressed()
 	if err != nil {
-		return 0, fmt.Errorf("missing blob %s: %v", short(want.String()), err)
+		return 0, fmt.Errorf("missing blob %s: %v", images.Short(want.String()), err)
 	}
 	defer rc.Close()
 
@@ -404,7 +402,7 @@ func (s Store) storeLayer(l v1.Layer, diffID v1.Hash, label string) (int64, erro
 	blobMismatch := func() error {
 		_, _ = io.Copy(io.Discard, fetched)
 		if got := "sha256:" + hex.EncodeToString(blobHash.Sum(nil)); want.Algorithm == "sha256" && got != want.String() {
-			return fmt.Errorf("digest mismatch: the blob is %s, the manifest says %s", short(got), short(want.String()))
+			return fmt.Errorf("digest mismatch: the blob is %s, the manifest says %s", images.Short(got), images.Short(want.String()))
 		}
 		return nil
 	}
@@ -435,7 +433,7 @@ func (s Store) storeLayer(l v1.Layer, diffID v1.Hash, label string) (int64, erro
 	}
 	h := contentHash
 	if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); got != diffID.String() {
-		return 0, fmt.Errorf("digest mismatch: the layer's content is %s, the config says %s", short(got), short(diffID.String()))
+		return 0, fmt.Errorf("digest mismatch: the layer's content is %s, the config says %s", images.Short(got), images.Short(diffID.String()))
 	}
 	if s.Own.Shift {
 		// The layer's root directory reads as sandbox root's.
@@ -491,7 +489,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 
 // showProgress rewrites one terminal line with the bytes counted so far,
 // five times a second, until the returned function is called.
-func (s Store) showProgress(label string, c *countingReader) (stop func()) {
+func (s store) showProgress(label string, c *countingReader) (stop func()) {
 	if s.Progress == nil {
 		return func() {}
 	}

@@ -1,0 +1,120 @@
+// Package janitor removes a sandbox's cgroup directories, and is the small
+// process that does so when the supervisor is gone, whichever way it went
+// (SIGKILL included): it waits for a pipe from the supervisor to close, then
+// kills whatever is left in the directories and removes them.
+//
+// It is apart from package cgroups so that the janitor's program does not
+// link containerd/cgroups. Invariant: it removes only directories that are
+// children of one named Parent inside the cgroup mount.
+package janitor
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Arg is argv[0] of a janitor process.
+const Arg = "jail:cgroup-janitor"
+
+// Parent is the project's cgroup, at the root of each hierarchy (or of the
+// delegated v2 subtree).
+const Parent = "jail"
+
+const mountpoint = "/sys/fs/cgroup"
+
+// Start starts a janitor for dirs from the program at path, which must
+// dispatch Arg to Main. It waits, in a session of its own, until the
+// returned file is closed (by the supervisor when it is done, or by the
+// kernel when the supervisor dies), then removes whatever of dirs is left.
+// wait reaps it.
+func Start(path string, dirs []string) (release *os.File, wait func(), err error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer r.Close()
+	cmd := &exec.Cmd{
+		Path:        path,
+		Args:        append([]string{Arg}, dirs...),
+		Env:         []string{},
+		Stdin:       r,
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+	}
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		return nil, nil, fmt.Errorf("start cgroup janitor: %w", err)
+	}
+	return w, func() { _ = cmd.Wait() }, nil
+}
+
+// Main is the janitor process: it waits for stdin to close, then removes
+// the directories named in args, refusing any that is not a sandbox cgroup.
+func Main(args []string) {
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	var dirs []string
+	for _, d := range args {
+		if ours(d) {
+			dirs = append(dirs, d)
+		}
+	}
+	if err := Remove(dirs); err != nil {
+		fmt.Fprintln(os.Stderr, "jail: cgroup janitor:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// ours reports whether dir is a sandbox cgroup: a child of a directory
+// named Parent inside the cgroup mount.
+func ours(dir string) bool {
+	clean := filepath.Clean(dir)
+	return clean == dir && strings.HasPrefix(clean, mountpoint+"/") &&
+		filepath.Base(filepath.Dir(clean)) == Parent && !strings.Contains(filepath.Base(clean), ".")
+}
+
+// Remove kills what remains in each cgroup directory and removes it,
+// retrying while the kernel still counts exiting processes.
+func Remove(dirs []string) error {
+	var firstErr error
+	for _, dir := range dirs {
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			killProcs(dir)
+			err := unix.Rmdir(dir)
+			if err == nil || errors.Is(err, unix.ENOENT) {
+				break
+			}
+			if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+				if firstErr == nil {
+					firstErr = fmt.Errorf("remove cgroup %s: %w", dir, err)
+				}
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	return firstErr
+}
+
+// killProcs SIGKILLs every process listed in a cgroup directory.
+func killProcs(dir string) {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return
+	}
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+			_ = unix.Kill(pid, unix.SIGKILL)
+		}
+	}
+}

@@ -1,0 +1,219 @@
+// Package programs holds the two helper programs built into jail and starts
+// them:
+//
+//   - stage: a sandbox's init and the cgroup janitor (package stage). It
+//     links only what they need and starts in about a third of the time the
+//     jail binary takes, which every sandbox pays twice.
+//   - tools: what needs heavy dependencies and runs rarely: image import
+//     and pull (go-containerregistry, package images/fetch) and compiling
+//     seccomp filters (libseccomp through cgo, package seccomp/compile).
+//     Keeping them out of the jail binary keeps its own start short and
+//     the binary free of cgo.
+//
+// They are built and embedded at build time (go generate
+// ./internal/programs; make build does it) and run from a copy in jail's
+// runtime directory, written once per program version, which no sandbox can
+// see; or else from a sealed memfd. A build without them (a plain go build)
+// starts the stages by re-executing the running binary instead, which then
+// must call stage.Main first thing (jail.Init does), and has no tools: image
+// import and pull and user profiles then fail with a message saying so.
+package programs
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+//go:generate sh -c "CGO_ENABLED=0 go build -trimpath -ldflags=-s -o bin/stage ./stage && sha256sum bin/stage | cut -c1-64 > bin/stage.sha256"
+//go:generate sh -c "go build -trimpath -tags netgo,osusergo -ldflags '-s -linkmode external -extldflags -static' -o bin/tools ./tools && sha256sum bin/tools | cut -c1-64 > bin/tools.sha256"
+
+// embedded holds bin/NAME and bin/NAME.sha256 for each program the build
+// generated.
+//
+//go:embed all:bin
+var embedded embed.FS
+
+// Names of the programs.
+const (
+	Stage = "stage"
+	Tools = "tools"
+)
+
+// ErrNotBuilt: this build of jail has no tools program.
+var ErrNotBuilt = errors.New("this build of jail has no tools program (build it with make build, or go generate ./internal/programs first)")
+
+// memfdFD is where the program's memfd is kept: above any descriptor a
+// child is handed (the supervisor passes a few as 3, 4, ...), so that
+// setting those up in the child cannot replace it before the exec.
+const memfdFD = 1000
+
+// Program is an executable to start.
+type Program struct {
+	// Path is what to execute: the cached copy, /proc/self/fd/N of a
+	// sealed memfd, or /proc/self/exe.
+	Path string
+	file *os.File
+}
+
+// Version is the embedded program's version (the start of its SHA-256), or
+// "" when the build has none.
+func Version(name string) string {
+	sum, err := embedded.ReadFile("bin/" + name + ".sha256")
+	if v := strings.TrimSpace(string(sum)); err == nil && len(v) >= 16 {
+		return v[:16]
+	}
+	return ""
+}
+
+// Open returns program name to start: from a copy in the caller's runtime
+// directory (written once per program version) or else from a sealed
+// memfd. Without an embedded copy, the stage program is the running
+// executable and the tools program is ErrNotBuilt.
+func Open(name string) (*Program, error) {
+	version := Version(name)
+	if version == "" || (name == Stage && memfdExecForbidden()) {
+		if name == Stage {
+			return &Program{Path: "/proc/self/exe"}, nil
+		}
+		return nil, ErrNotBuilt
+	}
+	if dir := runtimeDir(); dir != "" {
+		if path, err := cachedCopy(dir, name, version); err == nil {
+			return &Program{Path: path}, nil
+		}
+	}
+	data, err := embedded.ReadFile("bin/" + name)
+	if err != nil {
+		return nil, fmt.Errorf("%s program: %w", name, err)
+	}
+	f, err := sealedMemfd(name, data)
+	if err != nil {
+		return nil, fmt.Errorf("%s program: %w", name, err)
+	}
+	return &Program{Path: fmt.Sprintf("/proc/self/fd/%d", f.Fd()), file: f}, nil
+}
+
+// Close releases the memfd, if any; processes already started from the
+// program keep running.
+func (p *Program) Close() error {
+	if p.file == nil {
+		return nil
+	}
+	return p.file.Close()
+}
+
+// runtimeDir is jail's directory for run-time files: /run/jail for root,
+// $XDG_RUNTIME_DIR/jail for others ("" when there is none).
+func runtimeDir() string {
+	if os.Geteuid() == 0 {
+		return "/run/jail"
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "jail")
+	}
+	return ""
+}
+
+// cachedCopy returns the path of the program in dir, writing it there first
+// if needed. Copying it for every sandbox would cost a millisecond or more;
+// a copy that only its owner could have written (only this user can write
+// dir, the file read-only and of the embedded size) is as trustworthy as
+// the jail binary itself. Inside sandboxes, /run and $XDG_RUNTIME_DIR are
+// private tmpfs mounts, so no sandbox ever sees it.
+func cachedCopy(dir, name, version string) (string, error) {
+	want, err := fs.Stat(embedded, "bin/"+name)
+	if err != nil {
+		return "", err
+	}
+	if err := privateDir(dir); err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "."+name+"-"+version)
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err == nil {
+		if st.Mode&unix.S_IFMT == unix.S_IFREG && int(st.Uid) == os.Geteuid() && st.Mode&0o222 == 0 && st.Size == want.Size() {
+			return path, nil
+		}
+		return "", fmt.Errorf("%s: not the copy jail wrote", path)
+	}
+	data, err := embedded.ReadFile("bin/" + name)
+	if err != nil {
+		return "", err
+	}
+	tmp, err := os.CreateTemp(dir, "."+name+"-tmp-*")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(tmp.Name())
+	_, werr := tmp.Write(data)
+	cerr := tmp.Close()
+	if werr != nil || cerr != nil {
+		return "", errors.Join(werr, cerr)
+	}
+	// Renamed into place whole: a concurrent jail sees no copy or all of it.
+	if err := os.Chmod(tmp.Name(), 0o555); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// privateDir makes dir if needed and checks that only this user can write
+// it (and so replace the program in it). Others may pass through it: the
+// sandboxes' ids must, to execute the program.
+func privateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		return err
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Geteuid() || st.Mode&0o022 != 0 {
+		return fmt.Errorf("%s: not a directory private to this user", dir)
+	}
+	return nil
+}
+
+func memfdExecForbidden() bool {
+	b, err := os.ReadFile("/proc/sys/vm/memfd_noexec")
+	return err == nil && strings.TrimSpace(string(b)) == "2"
+}
+
+// sealedMemfd returns a close-on-exec memfd at memfdFD holding data, sealed
+// against any change.
+func sealedMemfd(name string, data []byte) (*os.File, error) {
+	fd, err := unix.MemfdCreate("jail-"+name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING|unix.MFD_EXEC)
+	if errors.Is(err, unix.EINVAL) {
+		// Before 6.3 there is no MFD_EXEC: every memfd is executable.
+		fd, err = unix.MemfdCreate("jail-"+name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	for len(data) > 0 {
+		n, err := unix.Write(fd, data)
+		if err != nil {
+			return nil, err
+		}
+		data = data[n:]
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SEAL|unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_FUTURE_WRITE); err != nil {
+		return nil, err
+	}
+	high, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, memfdFD)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(high), "jail-"+name), nil
+}
