@@ -8,7 +8,6 @@ GO ?= go
 # and seccomp compiling, which links libseccomp statically through cgo).
 JAIL_BUILD := CGO_ENABLED=0 $(GO) build -trimpath
 TEST_PACKAGES := busybox-static bubblewrap util-linux libseccomp-dev gcc git python3 debootstrap
-BENCH_PACKAGES := bubblewrap umoci bc
 
 .PHONY: build build-deps programs test test-deps test-host test-cgroup2 bench vet clean
 
@@ -65,16 +64,21 @@ test-deps:
 		else echo "make test needs these Debian packages:$$missing" >&2; exit 1; fi; \
 	fi
 
-# Start-up time of jail beside bubblewrap, unshare and the bare command,
-# interleaved in one run (see test/startbench).
+# Start-up cost, as root: the Go benchmarks of each step of a start (cgroup
+# create and enter, filter load, root filesystem build, and a whole run split
+# by step), then jail beside bubblewrap, crun, runc and unshare in one
+# interleaved run (test/startbench: cold start on a busybox root and on the
+# default root, throughput two at a time; JSON in bin/bench-start.json),
+# then image unpacking beside umoci and the cost of --image.
+BENCH_PACKAGES := bubblewrap crun runc umoci bc busybox-static util-linux
 bench: build
 	@missing=""; for p in $(BENCH_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
-	$(GO) run ./test/startbench -n 300 -json bin/bench-start.json -- \
-		"$(CURDIR)/bin/jail run -- /bin/true" \
-		"bwrap --unshare-all --ro-bind / / --proc /proc --dev /dev /bin/true" \
-		"unshare -Urmpinuf --mount-proc /bin/true" \
-		"/bin/true"
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+		else echo "make bench needs root and these Debian packages:$$missing" >&2; exit 1; fi; \
+	fi
+	$(GO) test -run '^$$' -bench . -benchtime 200x ./cgroups ./seccomp/filter ./rootfs .
+	$(GO) run ./test/startbench -jail bin/jail -json bin/bench-start.json
 	bash test/bench-images.sh
 
 vet:

@@ -23,19 +23,35 @@ import (
 )
 
 // Run runs spec.Command in a new sandbox, streams its output to spec.Stdout
-// and spec.Stderr, and returns how it ended. The sandbox is gone, with every
-// process in it, when Run returns.
+// and spec.Stderr, and returns how it ended. When Run returns, the command
+// and every process it started are gone; the init, which killed and reaped
+// them before reporting, may still be in the kernel's teardown of the
+// namespaces, and its cgroup is removed by the janitor right after.
 //
 // Cancelling ctx kills the sandbox; Run then returns ctx.Err().
 func Run(ctx context.Context, spec Spec) (Result, error) {
-	start := time.Now()
+	res, _, err := runTimed(ctx, spec)
+	return res, err
+}
+
+// timings are when a one-shot run reached each step, for the benchmarks
+// that find which step a regression is in.
+type timings struct {
+	start, prepared, cgroup, initStarted, commandStarted, exitReported, done time.Time
+}
+
+func runTimed(ctx context.Context, spec Spec) (Result, *timings, error) {
+	t := &timings{start: time.Now()}
 	p, err := prepare(&spec)
 	if err != nil {
-		return Result{ExitCode: ExitSetup}, err
+		return Result{ExitCode: ExitSetup}, t, err
 	}
 	defer p.close()
-	s := &supervisor{spec: &spec, plan: p, start: start, reaped: make(chan struct{})}
-	return s.run(ctx)
+	t.prepared = time.Now()
+	s := &supervisor{spec: &spec, plan: p, start: t.start, reaped: make(chan struct{}), times: t}
+	res, err := s.run(ctx)
+	t.done = time.Now()
+	return res, t, err
 }
 
 // supervisor is the host side of one running sandbox.
@@ -60,6 +76,7 @@ type supervisor struct {
 	// ready, so the janitor removes the cgroup once it is gone.
 	leftToJanitor bool
 	reaped        chan struct{} // closed once the init is reaped
+	times         *timings      // when each step was reached
 }
 
 // report is what the init said over the control socket.
@@ -103,9 +120,11 @@ func (s *supervisor) run(ctx context.Context) (Result, error) {
 		return Result{ExitCode: ExitSetup}, err
 	}
 	defer s.destroyCgroup()
+	s.times.cgroup = time.Now()
 	if err := s.startInit(initEnd); err != nil {
 		return Result{ExitCode: ExitSetup}, err
 	}
+	s.times.initStarted = time.Now()
 
 	reports := make(chan report, 1)
 	exitReport := make(chan report, 1)
@@ -414,6 +433,7 @@ func (s *supervisor) listen(exitReport chan<- report) report {
 		case control.KindExecError:
 			rep.execErr = &ExecError{Code: msg.Code, Reason: msg.Reason}
 		case control.KindStarted:
+			s.times.commandStarted = time.Now()
 			if s.spec.Notices != nil {
 				for _, n := range s.plan.notices {
 					fmt.Fprintln(s.spec.Notices, n)
@@ -424,6 +444,7 @@ func (s *supervisor) listen(exitReport chan<- report) report {
 				files = nil
 			}
 		case control.KindExit:
+			s.times.exitReported = time.Now()
 			rep.exited, rep.code, rep.signal = true, msg.Code, msg.Signal
 			exitReport <- rep
 		}

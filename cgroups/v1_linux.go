@@ -19,23 +19,14 @@ type v1Manager struct {
 }
 
 // v1Hierarchy is the system's v1 hierarchies, limited to v1Controllers.
+// They are built directly rather than by cgroup1.Default, which probes
+// every controller the host has (hugetlb, devices, the user namespace):
+// Detect already checked that these four are mounted under mountpoint.
 func v1Hierarchy() ([]cgroup1.Subsystem, error) {
-	all, err := cgroup1.Default()
-	if err != nil {
-		return nil, err
-	}
-	var out []cgroup1.Subsystem
-	for _, s := range all {
-		for _, n := range v1Controllers {
-			if s.Name() == n {
-				out = append(out, s)
-			}
-		}
-	}
-	if len(out) != len(v1Controllers) {
-		return nil, fmt.Errorf("cgroup v1: need the %v hierarchies", v1Controllers)
-	}
-	return out, nil
+	return []cgroup1.Subsystem{
+		cgroup1.NewMemory(mountpoint), cgroup1.NewCpu(mountpoint),
+		cgroup1.NewCpuacct(mountpoint), cgroup1.NewPids(mountpoint),
+	}, nil
 }
 
 func newV1(name string, limits Limits) (Manager, error) {

@@ -40,4 +40,4 @@ printf 'unpack of the Python image (%d MiB of layout), median of %d interleaved 
 printf '  jail image import  %6.2f s  %6.1f MiB/s\n' "$jm" "$(echo "$size / 1048576 / $jm" | bc -l)"
 printf '  umoci unpack       %6.2f s  %6.1f MiB/s   (jail/umoci time: %.2fx)\n' "$um" "$(echo "$size / 1048576 / $um" | bc -l)" "$(echo "$jm / $um" | bc -l)"
 echo "start-up with --image beside the default root (same run):"
-JAIL_IMAGE_STORE=$work/store go run ./test/startbench -n 200 -- "$jail run -- /bin/true" "$jail run --image bench:1 -- /bin/true"
+JAIL_IMAGE_STORE=$work/store go run ./test/startbench -jail "$jail" -scenarios image -image bench:1 -throughput 0 -n 200 -json bin/bench-image.json

@@ -2,14 +2,10 @@ package compile
 
 import (
 	"encoding/json"
-	"runtime"
 	"testing"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/jail-sandbox/jail/profiles"
 	"github.com/jail-sandbox/jail/seccomp"
-	"github.com/jail-sandbox/jail/seccomp/filter"
 )
 
 func TestBuiltinsCompile(t *testing.T) {
@@ -32,40 +28,6 @@ func TestBuiltinsCompile(t *testing.T) {
 		if k2, _ := seccomp.Key(p, Identity()); k1 == k2 {
 			t.Errorf("%s: the cache key ignores the policy", name)
 		}
-	}
-}
-
-// onThrowawayThread runs f on an OS thread that exits afterwards, taking
-// any filter f loaded with it.
-func onThrowawayThread(f func()) {
-	done := make(chan struct{})
-	go func() {
-		runtime.LockOSThread()
-		defer close(done)
-		f()
-	}()
-	<-done
-}
-
-// BenchmarkLoadDefault is what a sandbox pays for its filter: loading the
-// cached default profile (two programs) with seccomp(2).
-func BenchmarkLoadDefault(b *testing.B) {
-	p, err := profiles.Store{}.Resolve("default")
-	if err != nil {
-		b.Fatal(err)
-	}
-	f, err := Compile(p)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		onThrowawayThread(func() {
-			_ = unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-			if err := filter.Load(f); err != nil {
-				b.Error(err)
-			}
-		})
 	}
 }
 

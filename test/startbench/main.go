@@ -7,7 +7,8 @@
 //     isolation on (namespaces, the same limits, the same seccomp filter
 //     where the tool takes one);
 //  2. the same on the default root (the host tree read-only);
-//  3. throughput: sandboxes started and finished per second, two at a time.
+//  3. throughput: sandboxes started and finished per second, two at a time;
+//  4. with -image, the cost of --image over the default root.
 //
 // Every contender runs in a private mount namespace where the empty cgroup
 // v2 hierarchy of a hybrid host is unmounted (crun refuses hybrid layouts);
@@ -43,6 +44,8 @@ type options struct {
 	throughput time.Duration
 	jsonOut    string
 	only       string
+	scenarios  string
+	image      string
 }
 
 func main() {
@@ -53,6 +56,8 @@ func main() {
 	flag.DurationVar(&o.throughput, "throughput", 10*time.Second, "how long each tool runs two at a time (0: skip)")
 	flag.StringVar(&o.jsonOut, "json", "", "write the figures, raw samples included, to this file")
 	flag.StringVar(&o.only, "only", "", "comma-separated contender names to run (default: all)")
+	flag.StringVar(&o.scenarios, "scenarios", "busybox,host", "comma-separated cold-start scenarios: busybox, host, image")
+	flag.StringVar(&o.image, "image", "", "an image in jail's store, for the image scenario")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "startbench:", err)
@@ -83,7 +88,10 @@ func run(o options) error {
 	defer env.cleanup()
 
 	report := Report{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Rounds: o.rounds}
-	for _, sc := range env.scenarios() {
+	for _, sc := range env.scenarios(o.image) {
+		if !strings.Contains(","+o.scenarios+",", ","+sc.key+",") {
+			continue
+		}
 		cs := filter(sc.contenders, o.only)
 		if len(cs) == 0 {
 			continue
@@ -95,7 +103,7 @@ func run(o options) error {
 		report.Scenarios = append(report.Scenarios, Scenario{Name: sc.name, Results: res})
 		printScenario(sc.name, res)
 	}
-	if o.throughput > 0 {
+	if o.throughput > 0 && strings.Contains(","+o.scenarios+",", ",busybox,") {
 		cs := filter(env.throughputContenders(), o.only)
 		res, err := measureThroughput(cs, o.throughput)
 		if err != nil {

@@ -224,11 +224,15 @@ func (b *bench) writeBundle(tool string, w int, seccomp map[string]any) error {
 	return os.WriteFile(filepath.Join(dir, "config.json"), data, 0o644)
 }
 
-// scenarios are the cold-start comparisons, jail first.
-func (b *bench) scenarios() []struct {
-	name       string
+// scenario is one cold-start comparison, jail first.
+type scenario struct {
+	key, name  string
 	contenders []contender
-} {
+}
+
+// scenarios are the cold-start comparisons; image names an image in jail's
+// store for the image scenario ("" leaves it out).
+func (b *bench) scenarios(image string) []scenario {
 	bwrapFilter := []string{"--add-seccomp-fd", "3", "--add-seccomp-fd", "4"}
 	fixed := func(args ...string) func(*bench, int) []string {
 		return func(*bench, int) []string { return args }
@@ -241,12 +245,8 @@ func (b *bench) scenarios() []struct {
 		}
 	}
 	filters := []string{b.allowBPF, b.denyBPF}
-	type sc = struct {
-		name       string
-		contenders []contender
-	}
-	all := []sc{
-		{"busybox root, all isolation on", []contender{
+	all := []scenario{
+		{"busybox", "busybox root, all isolation on", []contender{
 			{name: "jail", argv: fixed(b.jail, "run", "--rootfs", b.rootfs, "--", "/bin/true")},
 			{name: "bwrap", files: filters, argv: fixed(append(append([]string{"bwrap", "--unshare-all", "--ro-bind", b.rootfs, "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"}, bwrapFilter...), "/bin/true")...)},
 			{name: "crun", argv: oci("crun")},
@@ -254,10 +254,16 @@ func (b *bench) scenarios() []struct {
 			{name: "unshare", argv: fixed("unshare", "-Urmpinuf", "--mount-proc", "/bin/true")},
 			{name: "bare", argv: fixed("/bin/true")},
 		}},
-		{"default root (the host tree read-only)", []contender{
+		{"host", "default root (the host tree read-only)", []contender{
 			{name: "jail", argv: fixed(b.jail, "run", "--", "/bin/true")},
 			{name: "bwrap", files: filters, argv: fixed(append(append([]string{"bwrap", "--unshare-all", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"}, bwrapFilter...), "/bin/true")...)},
 		}},
+	}
+	if image != "" {
+		all = append(all, scenario{"image", "--image " + image + " beside the default root", []contender{
+			{name: "jail", argv: fixed(b.jail, "run", "--", "/bin/true")},
+			{name: "jail --image", argv: fixed(b.jail, "run", "--image", image, "--", "/bin/true")},
+		}})
 	}
 	for i := range all {
 		for j := range all[i].contenders {
@@ -270,7 +276,7 @@ func (b *bench) scenarios() []struct {
 // throughputContenders are the busybox-root contenders that isolate.
 func (b *bench) throughputContenders() []contender {
 	var out []contender
-	for _, c := range b.scenarios()[0].contenders {
+	for _, c := range b.scenarios("")[0].contenders {
 		if c.name != "bare" {
 			out = append(out, c)
 		}
