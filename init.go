@@ -12,8 +12,9 @@ import (
 
 // Init runs the sandbox stages of jail when this process was started as one,
 // and never returns then; otherwise it returns at once. Call it first thing
-// in main, before flag parsing or anything else: Run re-executes the calling
-// binary as the init of each sandbox.
+// in main, before flag parsing or anything else: without the embedded stage
+// program (see package jail), Run re-executes the calling binary as the init
+// of each sandbox; `jail check` and id-mapped mounts always do.
 func Init() {
 	// Builds that embed the stage program start the init and the janitor
 	// from it; others start them from this binary.

@@ -3,8 +3,10 @@
 // secrets masked, no capabilities and no_new_privs. It needs no daemon and
 // works for root and for ordinary users alike.
 //
-// A program that embeds jail must call Init first thing in main: a sandbox's
-// init is a re-executed stage of the same binary.
+// A program that embeds jail must call Init first thing in main. Builds made
+// with `go generate ./internal/programs` first (make build does it) start a
+// sandbox's init from a small program built into jail; others re-execute the
+// calling binary as the init, which Init then runs.
 //
 //	func main() {
 //		jail.Init()

@@ -398,6 +398,14 @@ func checkMount(m Mount, callerHome string) (config.Mount, error) {
 	if err := rootfs.CheckMountSource(path, callerHome); err != nil {
 		return config.Mount{}, fmt.Errorf("refused: %v", err)
 	}
+	// jail's own files: a sandbox that could change the copies of its
+	// programs would run its code as the next sandbox's init, and one that
+	// could change cached filters would weaken the next sandbox's.
+	for _, dir := range []string{programs.Dir(), seccomp.CacheDir()} {
+		if dir != "" && (dir == path || strings.HasPrefix(dir, path+"/") || strings.HasPrefix(path, dir+"/")) {
+			return config.Mount{}, fmt.Errorf("refused: holds jail's own programs or filters (%s)", dir)
+		}
+	}
 	sys := st.Sys().(*syscall.Stat_t)
 	return config.Mount{
 		Source: path, SourceDev: uint64(sys.Dev), SourceIno: sys.Ino, SourceIsDir: st.IsDir(),

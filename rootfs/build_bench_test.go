@@ -122,4 +122,3 @@ func benchBuild(b *testing.B, root config.Rootfs) {
 	}
 	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "build-ms")
 }
-

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -217,4 +218,27 @@ func readLineWithin(t *testing.T, r *bufio.Reader, d time.Duration) string {
 		t.Fatalf("no line within %s", d)
 		return ""
 	}
+}
+
+// TestLeftoverProcessesEndBeforeJailAnswers: processes the command left
+// running, even in a session of their own, are killed and reaped before
+// jail reports the exit status, so none of them is alive once jail has
+// exited (only the init may still be finishing its own exit).
+func TestLeftoverProcessesEndBeforeJailAnswers(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		r := jail(t, m, "run", "--", "sh", "-c", "setsid sleep 1000 & sleep 1000 & echo started")
+		if r.code != 0 || strings.TrimSpace(r.stdout) != "started" {
+			t.Fatalf("exit %d: %q %q", r.code, r.stdout, r.stderr)
+		}
+		entries, _ := os.ReadDir("/proc")
+		for _, e := range entries {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			if p := sandboxProcess(pid); p != "" && !strings.Contains(p, "jail:") && strings.Contains(p, "sleep") {
+				t.Errorf("still running after jail exited: %s", p)
+			}
+		}
+	})
 }

@@ -103,3 +103,43 @@ func TestRootfsSymlinkCannotClimbOut(t *testing.T) {
 		}
 	})
 }
+
+// TestProgramsCannotBeMounted: the directory holding the copies of jail's
+// own programs (what every sandbox's init runs from) and its cached filters
+// is never given to a sandbox, nor a directory above or below it; rootless,
+// the sandbox user owns those files and could otherwise rewrite the next
+// sandbox's init or filter.
+func TestProgramsCannotBeMounted(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		mustRun(t, m, "run", "--", "true") // the copies exist now
+		dir := "/run/jail"
+		if m.rootless {
+			home := os.Getenv("HOME")
+			if os.Geteuid() == 0 {
+				home = rootless.home
+			}
+			dir = filepath.Join(home, ".cache", "jail")
+		}
+		if _, err := os.Stat(dir); err != nil {
+			t.Fatalf("no program copies where expected: %v", err)
+		}
+		// (/run/jail, and directories above, may be refused as sensitive
+		// host paths first.)
+		srcs := []string{dir, filepath.Dir(dir)}
+		if m.rootless {
+			// The cached seccomp filters, below it: writable, they
+			// would weaken the next sandbox's filter.
+			cache := filepath.Join(dir, "seccomp")
+			if err := os.MkdirAll(cache, 0o755); err == nil && os.Geteuid() == 0 {
+				os.Chown(cache, rootless.uid, rootless.gid)
+			}
+			srcs = append(srcs, cache)
+		}
+		for _, src := range srcs {
+			r := jail(t, m, "run", "--workspace", src, "--", "true")
+			if r.code != 125 || !strings.Contains(r.stderr, "refused") {
+				t.Errorf("--workspace %s: exit %d, stderr %q", src, r.code, r.stderr)
+			}
+		}
+	})
+}

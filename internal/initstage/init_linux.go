@@ -1,6 +1,6 @@
-// Package initstage is the init of a sandbox: the jail binary re-executed by
-// the supervisor inside fresh user, mount, pid, net, ipc, uts and cgroup
-// namespaces, where it is pid 1.
+// Package initstage is the init of a sandbox: the stage program (see
+// internal/programs), started by the supervisor inside fresh user, mount,
+// pid, net, ipc, uts and cgroup namespaces, where it is pid 1.
 //
 // Main reads the sandbox description from the control socket (fd 3), builds
 // the root filesystem, sets host name and loopback, then forks the command

@@ -109,13 +109,28 @@ func (p *Program) Close() error {
 	return p.file.Close()
 }
 
-// runtimeDir is jail's directory for run-time files: /run/jail for root,
-// $XDG_RUNTIME_DIR/jail for others ("" when there is none).
+// Dir is where this caller's copies of the programs live ("" when they
+// run from memfds): no sandbox may be given it, or a directory holding it,
+// as a mount.
+func Dir() string {
+	dir := runtimeDir()
+	if resolved, err := filepath.EvalSymlinks(dir); err == nil {
+		return resolved
+	}
+	return dir
+}
+
+// runtimeDir is where the programs are copied: /run/jail for root,
+// $XDG_RUNTIME_DIR/jail for others, or their cache directory (~/.cache/jail)
+// when they have none; "" when there is nowhere to put them.
 func runtimeDir() string {
 	if os.Geteuid() == 0 {
 		return "/run/jail"
 	}
 	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "jail")
+	}
+	if d, err := os.UserCacheDir(); err == nil {
 		return filepath.Join(d, "jail")
 	}
 	return ""
@@ -126,7 +141,8 @@ func runtimeDir() string {
 // a copy that only its owner could have written (only this user can write
 // dir, the file read-only and of the embedded size) is as trustworthy as
 // the jail binary itself. Inside sandboxes, /run and $XDG_RUNTIME_DIR are
-// private tmpfs mounts, so no sandbox ever sees it.
+// private tmpfs mounts (and so are /root and /home, for the cache
+// directory), so no sandbox ever sees it.
 func cachedCopy(dir, name, version string) (string, error) {
 	want, err := fs.Stat(embedded, "bin/"+name)
 	if err != nil {
@@ -180,6 +196,13 @@ func privateDir(dir string) error {
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Geteuid() || st.Mode&0o022 != 0 {
 		return fmt.Errorf("%s: not a directory private to this user", dir)
+	}
+	var fs unix.Statfs_t
+	if err := unix.Statfs(dir, &fs); err != nil {
+		return err
+	}
+	if fs.Flags&unix.ST_NOEXEC != 0 {
+		return fmt.Errorf("%s: mounted noexec", dir)
 	}
 	return nil
 }

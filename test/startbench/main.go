@@ -81,7 +81,7 @@ func run(o options) error {
 		return fmt.Errorf("unmount the empty cgroup v2 hierarchy: %w", err)
 	}
 
-	env, err := newBench(o.jail)
+	env, err := newBench(o.jail, func(name string) bool { return len(filter([]contender{{name: name}}, o.only)) == 1 })
 	if err != nil {
 		return err
 	}

@@ -31,6 +31,7 @@ type bench struct {
 	allowBPF string
 	denyBPF  string
 	serial   atomic.Int64
+	wanted   func(name string) bool
 }
 
 // contender is one way of starting /bin/true.
@@ -43,8 +44,11 @@ type contender struct {
 	b     *bench
 }
 
-func newBench(jail string) (*bench, error) {
+func newBench(jail string, wanted func(name string) bool) (*bench, error) {
 	for _, tool := range []string{"bwrap", "crun", "runc", "unshare", "busybox"} {
+		if tool != "busybox" && !wanted(tool) {
+			continue
+		}
 		if _, err := exec.LookPath(tool); err != nil {
 			return nil, fmt.Errorf("%s is not installed (make bench installs the Debian packages)", tool)
 		}
@@ -53,7 +57,7 @@ func newBench(jail string) (*bench, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &bench{jail: jail, dir: dir}
+	b := &bench{jail: jail, dir: dir, wanted: wanted}
 	if err := b.setup(); err != nil {
 		b.cleanup()
 		return nil, err
@@ -79,6 +83,9 @@ func (b *bench) setup() error {
 		return err
 	}
 	for _, tool := range []string{"crun", "runc"} {
+		if !b.wanted(tool) {
+			continue
+		}
 		for w := 0; w < 2; w++ {
 			if err := b.writeBundle(tool, w, seccomp); err != nil {
 				return err
@@ -94,6 +101,9 @@ func (b *bench) setup() error {
 // cleanup removes the work directory and any cgroup crun or runc left.
 func (b *bench) cleanup() {
 	for _, tool := range []string{"crun", "runc"} {
+		if !b.wanted(tool) {
+			continue
+		}
 		state := filepath.Join(b.dir, tool+"-state")
 		out, _ := exec.Command(tool, "--root", state, "list", "-q").Output()
 		for _, id := range strings.Fields(string(out)) {
