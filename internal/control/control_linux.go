@@ -1,7 +1,8 @@
 // Package control is the protocol between the supervisor and a sandbox's
 // init over their private socketpair.
 //
-// Messages are length-prefixed JSON on a SOCK_STREAM unix socket; file
+// Messages are length-prefixed binary records (wire.go) on a SOCK_STREAM
+// unix socket; file
 // descriptors (a pty master) travel as SCM_RIGHTS with the message header.
 // The socket exists only between the two processes: the init marks it
 // close-on-exec and is non-dumpable, so the sandboxed command can neither
@@ -10,7 +11,6 @@ package control
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -38,16 +38,16 @@ const maxMessage = 64 << 20
 
 // Message is one unit of the protocol.
 type Message struct {
-	Kind   string       `json:"kind"`
-	Config *config.Init `json:"config,omitempty"`
+	Kind   string
+	Config *config.Init
 	// Step and Reason describe a setup error: "jail: <step>: <reason>".
-	Step   string `json:"step,omitempty"`
-	Reason string `json:"reason,omitempty"`
+	Step   string
+	Reason string
 	// Code is the exit status (KindExit, KindExecError); Signal the signal
 	// that killed the command, or 0.
-	Code   int `json:"code,omitempty"`
-	Signal int `json:"signal,omitempty"`
-	Pid    int `json:"pid,omitempty"`
+	Code   int
+	Signal int
+	Pid    int
 }
 
 // Conn is one end of the control socket.
@@ -75,10 +75,7 @@ func (c *Conn) Close() error { return c.file.Close() }
 
 // Send writes one message, with files passed as SCM_RIGHTS.
 func (c *Conn) Send(m Message, files ...*os.File) error {
-	body, err := json.Marshal(m)
-	if err != nil {
-		return fmt.Errorf("control: encode %s: %w", m.Kind, err)
-	}
+	body := encode(m)
 	buf := make([]byte, 4+len(body))
 	binary.LittleEndian.PutUint32(buf, uint32(len(body)))
 	copy(buf[4:], body)
@@ -165,9 +162,10 @@ func (c *Conn) Recv() (Message, []*os.File, error) {
 		closeAll(files)
 		return m, nil, fmt.Errorf("control: short message: %w", err)
 	}
-	if err := json.Unmarshal(body, &m); err != nil {
+	m, err = decode(body)
+	if err != nil {
 		closeAll(files)
-		return m, nil, fmt.Errorf("control: decode: %w", err)
+		return Message{}, nil, fmt.Errorf("control: decode: %w", err)
 	}
 	return m, files, nil
 }
