@@ -3,13 +3,11 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/jail-sandbox/jail/internal/programs"
 	"os"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/jail-sandbox/jail"
+	"github.com/jail-sandbox/jail/internal/programs"
 )
 
 func imageCommand(args []string) int {
@@ -64,17 +62,4 @@ func runTools(args []string) int {
 		return fail("%v", err)
 	}
 	return code
-}
-
-func isTerminal(f *os.File) bool {
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
-}
-
-// firstArg splits a leading positional argument from flags after it.
-func firstArg(args []string) (string, []string) {
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		return args[0], args[1:]
-	}
-	return "", args
 }
