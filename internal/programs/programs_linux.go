@@ -20,7 +20,6 @@
 package programs
 
 import (
-	"embed"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -33,12 +32,6 @@ import (
 
 //go:generate sh -c "CGO_ENABLED=0 go build -trimpath -ldflags=-s -o bin/stage ./stage && sha256sum bin/stage | cut -c1-64 > bin/stage.sha256"
 //go:generate sh -c "go build -trimpath -tags netgo,osusergo -ldflags '-s -linkmode external -extldflags -static' -o bin/tools ./tools && sha256sum bin/tools | cut -c1-64 > bin/tools.sha256"
-
-// embedded holds bin/NAME and bin/NAME.sha256 for each program the build
-// generated.
-//
-//go:embed all:bin
-var embedded embed.FS
 
 // Names of the programs.
 const (
