@@ -184,7 +184,10 @@ wait:
 	s.copies.Wait()
 
 	res := Result{WallMS: time.Since(s.start).Milliseconds()}
-	if st := s.cmd.ProcessState; st != nil {
+	// After an early answer, the init is still being waited for (and its
+	// state written) in the background: only the cgroup's counters count.
+	if !early && s.cmd.ProcessState != nil {
+		st := s.cmd.ProcessState
 		if ru, ok := st.SysUsage().(*syscall.Rusage); ok && ru != nil {
 			res.CPUMS = (ru.Utime.Nano() + ru.Stime.Nano()) / 1e6
 			res.PeakMemoryBytes = ru.Maxrss * 1024
