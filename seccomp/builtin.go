@@ -2,19 +2,17 @@ package seccomp
 
 import (
 	"embed"
-	"encoding/json"
 
 	"github.com/jail-sandbox/jail/profiles"
 )
 
 //go:generate go run ./internal/gen builtin
 
-// builtinFS holds the built-in profiles resolved and compiled at build time
-// for this architecture, three files each: NAME.json (the resolved profile
-// without its seccomp rules, which the programs stand for) and the
-// raw programs NAME.allow.bpf and NAME.deny.bpf. A sandbox under a built-in
-// profile then neither parses YAML, nor hashes the policy, nor compiles: it
-// reads a few hundred bytes of JSON and takes the programs as they are.
+// builtinFS holds the built-in profiles compiled at build time for this
+// architecture: the raw programs NAME.allow.bpf and NAME.deny.bpf (and
+// builtinProfiles, generated beside this file, the profiles resolved). A
+// sandbox under a built-in profile then neither parses YAML, nor hashes the
+// policy, nor compiles: it takes the programs as they are.
 //
 //go:embed builtin
 var builtinFS embed.FS
@@ -23,9 +21,8 @@ var builtinFS embed.FS
 // its filter. The profile's Seccomp rules are empty: the filter is their
 // compiled form. ok is false when the build knew no such profile.
 func Builtin(name string) (p *profiles.Profile, f Filter, ok bool) {
-	var resolved profiles.Profile
-	data, err := builtinFS.ReadFile("builtin/" + name + ".json")
-	if err != nil || json.Unmarshal(data, &resolved) != nil {
+	resolved, ok := builtinProfiles[name]
+	if !ok {
 		return nil, Filter{}, false
 	}
 	f.Allowlist, _ = builtinFS.ReadFile("builtin/" + name + ".allow.bpf")
@@ -34,6 +31,20 @@ func Builtin(name string) (p *profiles.Profile, f Filter, ok bool) {
 	}
 	if !f.Valid() {
 		return nil, Filter{}, false
+	}
+	// The caller gets its own copy of the lists.
+	if resolved.Masks != nil {
+		resolved.Masks = append(make([]string, 0, len(resolved.Masks)), resolved.Masks...)
+	}
+	if resolved.ReadOnly != nil {
+		resolved.ReadOnly = append(make([]string, 0, len(resolved.ReadOnly)), resolved.ReadOnly...)
+	}
+	if resolved.Env != nil {
+		env := make(map[string]string, len(resolved.Env))
+		for k, v := range resolved.Env {
+			env[k] = v
+		}
+		resolved.Env = env
 	}
 	return &resolved, f, true
 }
