@@ -70,10 +70,11 @@ func Version(name string) string {
 // memfd. Without an embedded copy, the stage program is the running
 // executable and the tools program is ErrNotBuilt.
 func Open(name string) (*Program, error) {
+	self := &Program{Path: "/proc/self/exe"}
 	version := Version(name)
-	if version == "" || (name == Stage && memfdExecForbidden()) {
+	if version == "" {
 		if name == Stage {
-			return &Program{Path: "/proc/self/exe"}, nil
+			return self, nil
 		}
 		return nil, ErrNotBuilt
 	}
@@ -81,6 +82,12 @@ func Open(name string) (*Program, error) {
 		if path, err := cachedCopy(dir, name, version); err == nil {
 			return &Program{Path: path}, nil
 		}
+	}
+	if memfdExecForbidden() {
+		if name == Stage {
+			return self, nil
+		}
+		return nil, fmt.Errorf("%s program: no private directory to run it from, and this host forbids executing memfds (vm.memfd_noexec=2)", name)
 	}
 	data, err := embedded.ReadFile("bin/" + name)
 	if err != nil {
@@ -172,6 +179,15 @@ func cachedCopy(dir, name, version string) (string, error) {
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return "", err
+	}
+	// Copies of other versions of this program (from earlier builds of
+	// jail) are of no further use: on tmpfs they hold memory. A process
+	// already started from one keeps running.
+	old, _ := filepath.Glob(filepath.Join(dir, "."+name+"-*"))
+	for _, o := range old {
+		if o != path && !strings.HasPrefix(filepath.Base(o), "."+name+"-tmp-") {
+			_ = os.Remove(o)
+		}
 	}
 	return path, nil
 }
