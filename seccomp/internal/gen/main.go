@@ -9,8 +9,8 @@ package main
 
 import (
 	"bytes"
-	"go/format"
 	"fmt"
+	"go/format"
 	"os"
 	"path/filepath"
 
