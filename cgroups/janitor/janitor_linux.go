@@ -106,14 +106,16 @@ func Remove(dirs []string) error {
 	return firstErr
 }
 
-// killProcs SIGKILLs every process listed in a cgroup directory.
+// killProcs SIGKILLs every process listed in a cgroup directory, never the
+// caller: on v1 a supervisor thread passes through a sandbox's cgroup to fork
+// its init, and lists the supervisor there until it has left.
 func killProcs(dir string) {
 	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 	if err != nil {
 		return
 	}
 	for _, f := range strings.Fields(string(b)) {
-		if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 0 && pid != os.Getpid() {
 			_ = unix.Kill(pid, unix.SIGKILL)
 		}
 	}
