@@ -3,7 +3,6 @@ package jail
 import (
 	"bytes"
 	"fmt"
-	"github.com/jail-sandbox/jail/internal/programs"
 	"os"
 	"os/exec"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/jail-sandbox/jail/cgroups"
 	"github.com/jail-sandbox/jail/internal/initstage"
+	"github.com/jail-sandbox/jail/internal/programs"
 	"github.com/jail-sandbox/jail/namespaces"
 	"github.com/jail-sandbox/jail/seccomp"
 )

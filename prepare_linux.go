@@ -276,12 +276,16 @@ func prepare(spec *Spec) (*plan, error) {
 		return nil, invalid("--mount", "more than %d mounts", maxMounts)
 	}
 	callerHome, _ := os.UserHomeDir()
+	var jailDirs []string
+	if len(mounts) > 0 {
+		jailDirs = []string{canonical(programs.Dir()), canonical(seccomp.CacheDir())}
+	}
 	for _, m := range mounts {
 		flag := "--mount " + m.Source
 		if m.Destination == "/workspace" && m.Source == spec.Workspace {
 			flag = "--workspace " + m.Source
 		}
-		cm, err := checkMount(m, callerHome)
+		cm, err := checkMount(m, callerHome, jailDirs)
 		if err != nil {
 			return nil, invalid(flag, "%v", err)
 		}
@@ -318,6 +322,18 @@ func ResolveProfile(store profiles.Store, name string) (*profiles.Profile, secco
 	}
 	f, err := seccomp.Cached(p, programs.SeccompCompiler())
 	return p, f, err
+}
+
+// canonical resolves the symlinks of dir when it exists; mount sources are
+// compared in that form.
+func canonical(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	if resolved, err := filepath.EvalSymlinks(dir); err == nil {
+		return resolved
+	}
+	return dir
 }
 
 // layerOf resolves a directory used as a root layer.
@@ -380,7 +396,7 @@ func profileError(name string, err error) error {
 }
 
 // checkMount validates one bind mount and resolves its source.
-func checkMount(m Mount, callerHome string) (config.Mount, error) {
+func checkMount(m Mount, callerHome string, jailDirs []string) (config.Mount, error) {
 	if !filepath.IsAbs(m.Source) {
 		return config.Mount{}, fmt.Errorf("source must be an absolute path")
 	}
@@ -388,23 +404,15 @@ func checkMount(m Mount, callerHome string) (config.Mount, error) {
 		return config.Mount{}, err
 	}
 	// Checked as written and as resolved: a link may hide either way.
-	if err := rootfs.CheckMountSource(filepath.Clean(m.Source), callerHome); err != nil {
+	if err := rootfs.CheckMountSource(filepath.Clean(m.Source), callerHome, jailDirs...); err != nil {
 		return config.Mount{}, fmt.Errorf("refused: %v", err)
 	}
 	path, st, err := resolveHostPath(m.Source)
 	if err != nil {
 		return config.Mount{}, err
 	}
-	if err := rootfs.CheckMountSource(path, callerHome); err != nil {
+	if err := rootfs.CheckMountSource(path, callerHome, jailDirs...); err != nil {
 		return config.Mount{}, fmt.Errorf("refused: %v", err)
-	}
-	// jail's own files: a sandbox that could change the copies of its
-	// programs would run its code as the next sandbox's init, and one that
-	// could change cached filters would weaken the next sandbox's.
-	for _, dir := range []string{programs.Dir(), seccomp.CacheDir()} {
-		if dir != "" && (dir == path || strings.HasPrefix(dir, path+"/") || strings.HasPrefix(path, dir+"/")) {
-			return config.Mount{}, fmt.Errorf("refused: holds jail's own programs or filters (%s)", dir)
-		}
 	}
 	sys := st.Sys().(*syscall.Stat_t)
 	return config.Mount{

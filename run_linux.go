@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -313,46 +312,24 @@ func (s *supervisor) startInit(initEnd *os.File) error {
 			f.Close()
 		}
 	}()
-	// The init is born in its cgroup, never attached later: the command
-	// can then never run outside it, and on v1 no process waits for the
-	// grace period that moving another process costs there.
-	switch {
-	case s.cgroup == nil:
-		return s.startWith(cmd, &childEnds)
-	case s.cgroup.CloneFD() >= 0:
-		cmd.SysProcAttr.UseCgroupFD = true
-		cmd.SysProcAttr.CgroupFD = s.cgroup.CloneFD()
-		return s.startWith(cmd, &childEnds)
-	default:
-		return s.forkFromCgroup(func() error { return s.startWith(cmd, &childEnds) })
+	start := func() error { return s.startWith(cmd, &childEnds) }
+	if s.cgroup == nil {
+		return start()
 	}
-}
-
-// forkFromCgroup runs start, which forks the init, on an OS thread of its own
-// that moves itself into the sandbox's cgroup first (v1): a child is born in
-// the cgroups of the thread that forks it. The thread then leaves the cgroup
-// and lives on until the init is reaped, because the init's parent-death
-// signal fires when the thread that forked it ends.
-func (s *supervisor) forkFromCgroup(start func() error) error {
-	done := make(chan error, 1)
-	go func() {
-		// Never unlocked: the thread ends with this goroutine.
-		runtime.LockOSThread()
-		if err := s.cgroup.EnterThread(); err != nil {
-			done <- &SetupError{Step: "cgroup", Err: err}
-			return
-		}
-		err := start()
-		if lerr := s.cgroup.LeaveThread(); lerr != nil && err == nil {
-			err = &SetupError{Step: "cgroup", Err: lerr}
+	// The init is born in its cgroup, never attached later: the command
+	// can never run outside it.
+	if err := s.cgroup.Start(cmd.SysProcAttr, start, s.reaped); err != nil {
+		if s.cmd != nil {
 			_ = s.cmd.Process.Kill()
+			_ = s.cmd.Wait()
 		}
-		done <- err
-		if err == nil {
-			<-s.reaped
+		var se *SetupError
+		if errors.As(err, &se) {
+			return err
 		}
-	}()
-	return <-done
+		return &SetupError{Step: "cgroup", Err: err}
+	}
+	return nil
 }
 
 // startWith connects stdio and starts cmd.

@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -67,17 +68,11 @@ type Usage struct {
 
 // Manager is one sandbox's cgroup.
 type Manager interface {
-	// CloneFD is a descriptor of the cgroup for CLONE_INTO_CGROUP (v2),
-	// or -1 when a process must instead be forked by a thread that
-	// entered the cgroup (v1).
-	CloneFD() int
-	// EnterThread moves the calling OS thread, and so whatever it forks
-	// next, into the cgroup (v1). The caller locks the thread, and calls
-	// LeaveThread once it has forked.
-	EnterThread() error
-	// LeaveThread moves the calling thread out of the cgroup again, into
-	// the project's parent (v1): the cgroup keeps only the sandbox.
-	LeaveThread() error
+	// Start calls start, which forks a sandbox's init with attr, so that
+	// the init is born in the cgroup and nothing of the sandbox ever runs
+	// outside it. The thread that forks stays until hold is closed: a
+	// child's parent-death signal fires when that thread ends.
+	Start(attr *syscall.SysProcAttr, start func() error, hold <-chan struct{}) error
 	// Usage reads the cgroup's counters.
 	Usage() (Usage, error)
 	// Paths are the cgroup's directories, for the janitor.

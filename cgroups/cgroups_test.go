@@ -49,16 +49,17 @@ func BenchmarkEnterThread(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer m.Destroy()
+	v1 := m.(*v1Manager)
 	done := make(chan error)
 	go func() {
 		// The thread ends with the goroutine: it was in other cgroups.
 		runtime.LockOSThread()
 		for i := 0; i < b.N; i++ {
-			if err := m.EnterThread(); err != nil {
+			if err := v1.enterThread(); err != nil {
 				done <- err
 				return
 			}
-			if err := m.LeaveThread(); err != nil {
+			if err := v1.leaveThread(); err != nil {
 				done <- err
 				return
 			}

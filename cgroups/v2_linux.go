@@ -1,11 +1,11 @@
 package cgroups
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/containerd/cgroups/v3/cgroup2"
@@ -84,19 +84,11 @@ func enableControllers(dir string) error {
 	return nil
 }
 
-// CloneFD: on v2 the init is born in its cgroup (CLONE_INTO_CGROUP), so no
-// process of the sandbox ever runs outside it and no migration is paid.
-func (m *v2Manager) CloneFD() int { return m.fd }
-
-// EnterThread is not for v2, where a domain cgroup takes whole processes:
-// sandboxes are cloned into it with CloneFD.
-func (m *v2Manager) EnterThread() error {
-	return errors.New("cgroup v2: clone into the cgroup instead")
-}
-
-// LeaveThread: see EnterThread.
-func (m *v2Manager) LeaveThread() error {
-	return errors.New("cgroup v2: clone into the cgroup instead")
+// Start: on v2 the init is cloned straight into the cgroup
+// (CLONE_INTO_CGROUP), from whichever thread calls start.
+func (m *v2Manager) Start(attr *syscall.SysProcAttr, start func() error, _ <-chan struct{}) error {
+	attr.UseCgroupFD, attr.CgroupFD = true, m.fd
+	return start()
 }
 
 // Usage: cpu.stat usage_usec; memory.peak where the kernel has it (5.19+),

@@ -60,8 +60,9 @@ var sensitiveNames = map[string]bool{
 // CheckMountSource refuses host paths that must not be visible in a sandbox.
 // path must already be absolute and canonical (symlinks resolved); home is
 // the caller's home directory, whose credential stores are protected even
-// when they do not exist yet.
-func CheckMountSource(path, home string) error {
+// when they do not exist yet, and so are jailDirs (jail's own files: a
+// sandbox that could change them would change the next sandbox).
+func CheckMountSource(path, home string, jailDirs ...string) error {
 	if path == "/" {
 		return fmt.Errorf("%s is the host's whole tree", path)
 	}
@@ -81,12 +82,18 @@ func CheckMountSource(path, home string) error {
 			protected = append(protected, filepath.Join(home, name))
 		}
 	}
+	always := map[string]bool{}
+	for _, d := range jailDirs {
+		if d != "" {
+			protected, always[d] = append(protected, d), true
+		}
+	}
 	for _, s := range protected {
 		if within(path, s) {
 			return fmt.Errorf("%s is a sensitive host path (%s)", path, s)
 		}
 		if within(s, path) {
-			if _, err := os.Lstat(s); err == nil || strings.HasPrefix(s, home+"/") {
+			if _, err := os.Lstat(s); err == nil || strings.HasPrefix(s, home+"/") || always[s] {
 				return fmt.Errorf("%s contains the sensitive host path %s", path, s)
 			}
 		}

@@ -35,3 +35,18 @@ func TestCheckDestination(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckMountSourceJailDirs: jail's own directories, and any directory
+// holding them, are refused whether they exist yet or not; what sits beside
+// them is not.
+func TestCheckMountSourceJailDirs(t *testing.T) {
+	own := "/nonexistent/u/.cache/jail"
+	for path, ok := range map[string]bool{
+		own: false, own + "/seccomp": false, "/nonexistent/u/.cache": false, "/nonexistent": false,
+		"/nonexistent/u/.cache/other": true,
+	} {
+		if err := CheckMountSource(path, "/home/u", own); (err == nil) != ok {
+			t.Errorf("CheckMountSource(%q) = %v; want ok=%v", path, err, ok)
+		}
+	}
+}

@@ -78,7 +78,7 @@ func Open(name string) (*Program, error) {
 		}
 		return nil, ErrNotBuilt
 	}
-	if dir := runtimeDir(); dir != "" {
+	if dir := Dir(); dir != "" {
 		if path, err := cachedCopy(dir, name, version); err == nil {
 			return &Program{Path: path}, nil
 		}
@@ -109,21 +109,11 @@ func (p *Program) Close() error {
 	return p.file.Close()
 }
 
-// Dir is where this caller's copies of the programs live ("" when they
-// run from memfds): no sandbox may be given it, or a directory holding it,
-// as a mount.
-func Dir() string {
-	dir := runtimeDir()
-	if resolved, err := filepath.EvalSymlinks(dir); err == nil {
-		return resolved
-	}
-	return dir
-}
-
-// runtimeDir is where the programs are copied: /run/jail for root,
+// Dir is where the programs are copied, and so a directory no sandbox may
+// be given, nor one holding it: /run/jail for root,
 // $XDG_RUNTIME_DIR/jail for others, or their cache directory (~/.cache/jail)
 // when they have none; "" when there is nowhere to put them.
-func runtimeDir() string {
+func Dir() string {
 	if os.Geteuid() == 0 {
 		return "/run/jail"
 	}

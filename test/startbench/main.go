@@ -226,7 +226,7 @@ func timeInterleaved(cs []contender, warmup, rounds int) ([]Result, error) {
 	samples := make([][]time.Duration, len(cs))
 	for r := 0; r < warmup+rounds; r++ {
 		for i := range cs {
-			d, err := cs[i].once(r)
+			d, err := cs[i].once()
 			if err != nil {
 				return nil, err
 			}
@@ -236,7 +236,6 @@ func timeInterleaved(cs []contender, warmup, rounds int) ([]Result, error) {
 		}
 	}
 	out := make([]Result, len(cs))
-	ref := 0.0
 	for i, c := range cs {
 		ts := samples[i]
 		sorted := append([]time.Duration(nil), ts...)
@@ -245,14 +244,10 @@ func timeInterleaved(cs []contender, warmup, rounds int) ([]Result, error) {
 		for _, t := range ts {
 			out[i].SamplesMS = append(out[i].SamplesMS, ms(t))
 		}
-		if ref == 0 && c.name == "jail" {
-			ref = out[i].MedianMS
-		}
 	}
+	ratios := ratiosToJail(cs, func(i int) float64 { return out[i].MedianMS })
 	for i := range out {
-		if ref > 0 {
-			out[i].RatioJail = out[i].MedianMS / ref
-		}
+		out[i].RatioJail = ratios[i]
 	}
 	return out, nil
 }
@@ -278,19 +273,29 @@ func measureThroughput(cs []contender, d time.Duration) ([]Throughput, error) {
 		}
 	}
 	out := make([]Throughput, len(cs))
-	ref := 0.0
 	for i, c := range cs {
 		out[i] = Throughput{Name: c.name, Completed: done[i], Seconds: spent[i].Seconds(), PerSecond: float64(done[i]) / spent[i].Seconds()}
-		if ref == 0 && c.name == "jail" {
-			ref = out[i].PerSecond
-		}
 	}
+	ratios := ratiosToJail(cs, func(i int) float64 { return out[i].PerSecond })
 	for i := range out {
-		if ref > 0 {
-			out[i].RatioJail = out[i].PerSecond / ref
-		}
+		out[i].RatioJail = ratios[i]
 	}
 	return out, nil
+}
+
+// ratiosToJail divides each contender's figure by jail's (0 without jail).
+func ratiosToJail(cs []contender, figure func(i int) float64) []float64 {
+	ratios := make([]float64, len(cs))
+	for j, c := range cs {
+		if c.name != "jail" || figure(j) == 0 {
+			continue
+		}
+		for i := range cs {
+			ratios[i] = figure(i) / figure(j)
+		}
+		break
+	}
+	return ratios
 }
 
 func printScenario(name string, res []Result) {

@@ -320,7 +320,7 @@ func (c contender) start(w int) error {
 }
 
 // once times one run.
-func (c contender) once(round int) (time.Duration, error) {
+func (c contender) once() (time.Duration, error) {
 	t0 := time.Now()
 	err := c.start(0)
 	return time.Since(t0), err
