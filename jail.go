@@ -131,6 +131,10 @@ type Result struct {
 type SetupError struct {
 	Step string
 	Err  error
+	// Refused: the request itself was refused (a bad option, an unknown
+	// profile or image, a mount source that may not be mounted) before
+	// anything was started on the host.
+	Refused bool
 }
 
 func (e *SetupError) Error() string { return e.Step + ": " + e.Err.Error() }
@@ -157,6 +161,15 @@ func ExitCode(err error) int {
 	default:
 		return ExitSetup
 	}
+}
+
+// refused marks err, from prepare, as the request's own fault.
+func refused(err error) error {
+	var se *SetupError
+	if errors.As(err, &se) {
+		se.Refused = true
+	}
+	return err
 }
 
 func invalid(step, format string, args ...any) error {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/jail-sandbox/jail/cgroups"
 	"github.com/jail-sandbox/jail/cgroups/janitor"
+	"github.com/jail-sandbox/jail/internal/config"
 	"github.com/jail-sandbox/jail/internal/control"
 	"github.com/jail-sandbox/jail/internal/initstage"
 	"github.com/jail-sandbox/jail/internal/programs"
@@ -43,14 +44,28 @@ func runTimed(ctx context.Context, spec Spec) (Result, *timings, error) {
 	t := &timings{start: time.Now()}
 	p, err := prepare(&spec)
 	if err != nil {
-		return Result{ExitCode: ExitSetup}, t, err
+		return Result{ExitCode: ExitSetup}, t, refused(err)
 	}
-	defer p.close()
 	t.prepared = time.Now()
-	s := &supervisor{spec: &spec, plan: p, start: t.start, reaped: make(chan struct{}), times: t}
-	res, err := s.run(ctx)
+	res, err := runPlan(ctx, &spec, p, t)
 	t.done = time.Now()
 	return res, t, err
+}
+
+// runPlan builds the sandbox p describes, runs spec's command in it and
+// tears it down. It takes over p.
+func runPlan(ctx context.Context, spec *Spec, p *plan, t *timings) (Result, error) {
+	s := newSupervisor(spec, p, t)
+	if err := s.boot(); err != nil {
+		s.close()
+		return Result{ExitCode: ExitSetup}, err
+	}
+	return s.finish(ctx, spec, nil)
+}
+
+func newSupervisor(spec *Spec, p *plan, t *timings) *supervisor {
+	return &supervisor{spec: spec, plan: p, start: t.start, times: t,
+		reaped: make(chan struct{}), handout: make(chan struct{}), finished: make(chan struct{})}
 }
 
 // supervisor is the host side of one running sandbox.
@@ -76,6 +91,21 @@ type supervisor struct {
 	leftToJanitor bool
 	reaped        chan struct{} // closed once the init is reaped
 	times         *timings      // when each step was reached
+
+	// handout is closed when the sandbox gets the command it runs: from
+	// then on s.spec is the caller's and the output has its captures.
+	handout chan struct{}
+	// finished is closed when finish is done with the sandbox.
+	finished chan struct{}
+	// watch, when set, is the janitor shared by the sandboxes of a Pool;
+	// onDone is called once nothing of the sandbox is left on the host.
+	watch  *janitor.Watch
+	onDone func()
+	// What the background readers of the init yield (see boot).
+	reports    chan report   // everything the init said, once it is done
+	ready      chan struct{} // closed when the init waits for its command
+	exitReport chan report   // its exit report, the moment it arrives
+	waited     chan error    // its wait status, once reaped
 }
 
 // report is what the init said over the control socket.
@@ -87,50 +117,119 @@ type report struct {
 	signal   int
 }
 
-func (s *supervisor) run(ctx context.Context) (Result, error) {
+// boot builds the sandbox up to the point where its init waits for the
+// command: the cgroup, the init in its namespaces, and the readers of its
+// reports and output. On error, close undoes what was done.
+func (s *supervisor) boot() error {
+	program, err := programs.Open(programs.Stage)
+	if err != nil {
+		return &SetupError{Step: "start", Err: err}
+	}
+	s.program = program
+
+	// The description goes into the socket buffer before the init exists,
+	// so the init finds it there the moment it asks.
+	conn, initEnd, err := control.Pair()
+	if err != nil {
+		return &SetupError{Step: "start", Err: err}
+	}
+	s.conn = conn
+	if err := conn.Send(control.Message{Kind: control.KindConfig, Config: &s.plan.cfg}); err != nil {
+		initEnd.Close()
+		return &SetupError{Step: "start", Err: err}
+	}
+	if err := s.createCgroup(); err != nil {
+		initEnd.Close()
+		return err
+	}
+	s.times.cgroup = time.Now()
+	if err := s.startInit(initEnd); err != nil {
+		return err
+	}
+	s.times.initStarted = time.Now()
+
+	s.reports = make(chan report, 1)
+	s.ready = make(chan struct{})
+	s.exitReport = make(chan report, 1)
+	go func() { s.reports <- s.listen(s.exitReport) }()
+	s.waited = make(chan error, 1)
+	go func() {
+		err := s.cmd.Wait()
+		close(s.reaped)
+		s.waited <- err
+	}()
+	return nil
+}
+
+// close releases what the supervisor holds on the host: the cgroup (or the
+// janitor that removes it), the control socket, the program and the plan's
+// files.
+func (s *supervisor) close() {
+	s.destroyCgroup()
+	if s.conn != nil {
+		s.conn.Close()
+	}
+	if s.program != nil {
+		s.program.Close()
+	}
+	s.plan.close()
+}
+
+// ended reports whether the init is gone, say killed while it waited in a
+// pool.
+func (s *supervisor) ended() bool {
+	select {
+	case <-s.reaped:
+		return true
+	default:
+		return false
+	}
+}
+
+// discard ends a booted sandbox that never ran a command.
+func (s *supervisor) discard() {
+	_ = s.cmd.Process.Kill()
+	<-s.reaped
+	s.stdout, s.stderr = newCapture(nil, false, 0), newCapture(nil, false, 0)
+	close(s.handout)
+	s.copies.Wait()
+	s.close()
+}
+
+// finish gives a booted sandbox its command (process, or the one in the
+// plan when nil), waits for it to end and tears the sandbox down.
+func (s *supervisor) finish(ctx context.Context, spec *Spec, process *config.Process) (Result, error) {
+	defer close(s.finished)
+	defer s.close()
+	s.spec = spec
+	if process != nil {
+		// A sandbox from a pool: its time starts now.
+		s.start = time.Now()
+	}
 	limit := s.spec.OutputLimit
 	if limit == 0 {
 		limit = defaultOutputLimit
 	}
 	s.stdout = newCapture(s.spec.Stdout, s.spec.Capture, limit)
 	s.stderr = newCapture(s.spec.Stderr, s.spec.Capture, limit)
+	close(s.handout)
 
-	program, err := programs.Open(programs.Stage)
-	if err != nil {
-		return Result{ExitCode: ExitSetup}, &SetupError{Step: "start", Err: err}
-	}
-	s.program = program
-	defer program.Close()
-
-	// The description goes into the socket buffer before the init exists,
-	// so the init finds it there the moment it asks.
-	conn, initEnd, err := control.Pair()
-	if err != nil {
-		return Result{ExitCode: ExitSetup}, &SetupError{Step: "start", Err: err}
-	}
-	s.conn = conn
-	defer s.conn.Close()
-	if err := conn.Send(control.Message{Kind: control.KindConfig, Config: &s.plan.cfg}); err != nil {
-		initEnd.Close()
-		return Result{ExitCode: ExitSetup}, &SetupError{Step: "start", Err: err}
-	}
-	if err := s.createCgroup(); err != nil {
-		initEnd.Close()
-		return Result{ExitCode: ExitSetup}, err
-	}
-	defer s.destroyCgroup()
-	s.times.cgroup = time.Now()
-	if err := s.startInit(initEnd); err != nil {
-		return Result{ExitCode: ExitSetup}, err
-	}
-	s.times.initStarted = time.Now()
-
-	reports := make(chan report, 1)
-	exitReport := make(chan report, 1)
-	go func() { reports <- s.listen(exitReport) }()
 	// The init was born in its cgroup: the command may start as soon as
 	// the init is ready.
-	if err := s.conn.Send(control.Message{Kind: control.KindRelease}); err != nil {
+	release := control.Message{Kind: control.KindRelease, Process: process}
+	var files []*os.File
+	if process != nil && s.spec.Stdin != nil {
+		stdin, err := s.stdinFor()
+		if err != nil {
+			_ = s.cmd.Process.Kill()
+		} else {
+			files = append(files, stdin)
+			if stdin != s.spec.Stdin {
+				defer stdin.Close()
+			}
+		}
+	}
+	if err := s.conn.Send(release, files...); err != nil {
 		_ = s.cmd.Process.Kill()
 	}
 
@@ -140,12 +239,6 @@ func (s *supervisor) run(ctx context.Context) (Result, error) {
 		defer t.Stop()
 		timeout = t.C
 	}
-	waited := make(chan error, 1)
-	go func() {
-		err := s.cmd.Wait()
-		close(s.reaped)
-		waited <- err
-	}()
 
 	var timedOut, cancelled, early bool
 	var waitErr error
@@ -153,9 +246,9 @@ func (s *supervisor) run(ctx context.Context) (Result, error) {
 wait:
 	for {
 		select {
-		case waitErr = <-waited:
+		case waitErr = <-s.waited:
 			break wait
-		case rep = <-exitReport:
+		case rep = <-s.exitReport:
 			// The init killed and reaped everything else before
 			// reporting: only its own exit and the kernel's teardown of
 			// the namespaces remain, and the janitor removes the cgroup
@@ -177,7 +270,7 @@ wait:
 		}
 	}
 	if !early {
-		rep = <-reports
+		rep = <-s.reports
 	}
 	s.leftToJanitor = early
 	s.copies.Wait()
@@ -230,23 +323,30 @@ wait:
 }
 
 // createCgroup makes the sandbox's cgroup, with a janitor that removes it
-// even if this process is killed.
+// even if this process is killed: the supervisor's shared one (s.watch) or
+// one of its own.
 func (s *supervisor) createCgroup() error {
 	if s.plan.cgroup.Version == cgroups.None {
 		return nil
 	}
 	name := sandboxName()
-	// The janitor starts while the cgroup is made and the init starts.
+	paths := cgroups.PathsFor(s.plan.cgroup, name)
 	started := make(chan janitorHandle, 1)
-	go func() {
-		release, wait, err := janitor.Start(s.program.Path, cgroups.PathsFor(s.plan.cgroup, name))
-		if err != nil {
-			started <- janitorHandle{}
-			return
-		}
-		started <- janitorHandle{release: func() { release.Close(); go wait() }}
-	}()
 	s.janitor = started
+	if s.watch != nil && s.watch.Add(paths) == nil {
+		started <- s.watched(paths)
+	} else {
+		// The janitor starts while the cgroup is made and the init
+		// starts.
+		go func() {
+			release, wait, err := janitor.Start(s.program.Path, paths)
+			if err != nil {
+				started <- janitorHandle{}
+				return
+			}
+			started <- janitorHandle{release: func(bool) { release.Close(); go wait() }}
+		}()
+	}
 	cg, err := cgroups.New(s.plan.cgroup, name, s.plan.limits)
 	if err != nil {
 		return &SetupError{Step: "cgroup", Err: err}
@@ -255,10 +355,34 @@ func (s *supervisor) createCgroup() error {
 	return nil
 }
 
-// janitorHandle lets a started janitor go; release is nil when it could not
-// be started.
+// watched is the handle of a cgroup that s.watch knows: once the supervisor
+// is done, the cgroup is removed here (after the init is gone) and the
+// janitor told.
+func (s *supervisor) watched(paths []string) janitorHandle {
+	return janitorHandle{watched: true, release: func(destroyed bool) {
+		forget := func() {
+			if destroyed || s.cgroup == nil || s.cgroup.Destroy() == nil {
+				_ = s.watch.Forget(paths)
+			}
+			s.done()
+		}
+		if destroyed {
+			forget()
+			return
+		}
+		go func() {
+			<-s.reaped
+			forget()
+		}()
+	}}
+}
+
+// janitorHandle lets a started janitor go, telling it whether the cgroup is
+// already removed; release is nil when it could not be started.
 type janitorHandle struct {
-	release func()
+	release func(destroyed bool)
+	// watched: the shared janitor of s.watch; release ends with s.done.
+	watched bool
 }
 
 // janitorStarted reports whether a janitor watches the sandbox's cgroup.
@@ -276,11 +400,24 @@ func (s *supervisor) janitorStarted() bool {
 // destroyCgroup removes the cgroup, or leaves that to the janitor when the
 // init is still exiting, then lets the janitor go.
 func (s *supervisor) destroyCgroup() {
+	destroyed := false
 	if s.cgroup != nil && !s.leftToJanitor {
-		_ = s.cgroup.Destroy()
+		destroyed = s.cgroup.Destroy() == nil
 	}
 	if s.janitorStarted() {
-		s.janitorState.release()
+		s.janitorState.release(destroyed)
+		if s.janitorState.watched {
+			return // s.done is called once the cgroup is gone
+		}
+	}
+	s.done()
+}
+
+// done tells the owner of the supervisor (a Pool) that nothing of the
+// sandbox is left on the host.
+func (s *supervisor) done() {
+	if s.onDone != nil {
+		s.onDone()
 	}
 }
 
@@ -300,7 +437,9 @@ func (s *supervisor) startInit(initEnd *os.File) error {
 	cmd := &exec.Cmd{
 		Path:        s.program.Path,
 		Args:        []string{initstage.Arg},
-		Env:         []string{},
+		// One P: the init does one thing at a time, and idle Ps spinning
+		// for work cost CPU at every start.
+		Env:         []string{"GOMAXPROCS=1"},
 		ExtraFiles:  append([]*os.File{initEnd}, s.plan.files...),
 		SysProcAttr: s.plan.id.SysProcAttr(),
 	}
@@ -340,10 +479,10 @@ func (s *supervisor) startWith(cmd *exec.Cmd, childEnds *[]*os.File) error {
 	if !s.spec.TTY {
 		for _, out := range []struct {
 			set  func(*os.File)
-			sink *capture
+			sink **capture
 		}{
-			{func(f *os.File) { cmd.Stdout = f }, s.stdout},
-			{func(f *os.File) { cmd.Stderr = f }, s.stderr},
+			{func(f *os.File) { cmd.Stdout = f }, &s.stdout},
+			{func(f *os.File) { cmd.Stderr = f }, &s.stderr},
 		} {
 			r, w, err := os.Pipe()
 			if err != nil {
@@ -352,10 +491,13 @@ func (s *supervisor) startWith(cmd *exec.Cmd, childEnds *[]*os.File) error {
 			out.set(w)
 			*childEnds = append(*childEnds, w)
 			s.copies.Add(1)
-			go func(r *os.File, sink *capture) {
+			go func(r *os.File, sink **capture) {
 				defer s.copies.Done()
 				defer r.Close()
-				_, _ = io.Copy(sink, r)
+				// Nothing is written before the command runs, and its
+				// sink is known only then.
+				<-s.handout
+				_, _ = io.Copy(*sink, r)
 			}(r, out.sink)
 		}
 		stdin, err := s.stdinFor()
@@ -412,7 +554,10 @@ func (s *supervisor) listen(exitReport chan<- report) report {
 			rep.setupErr = &SetupError{Step: msg.Step, Err: errors.New(msg.Reason)}
 		case control.KindExecError:
 			rep.execErr = &ExecError{Code: msg.Code, Reason: msg.Reason}
+		case control.KindReady:
+			close(s.ready)
 		case control.KindStarted:
+			<-s.handout // s.spec is the caller's from here on
 			s.times.commandStarted = time.Now()
 			if s.spec.Notices != nil {
 				for _, n := range s.plan.notices {

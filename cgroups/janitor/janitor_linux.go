@@ -1,7 +1,9 @@
 // Package janitor removes a sandbox's cgroup directories, and is the small
 // process that does so when the supervisor is gone, whichever way it went
 // (SIGKILL included): it waits for a pipe from the supervisor to close, then
-// kills whatever is left in the directories and removes them.
+// kills whatever is left in the directories and removes them. One janitor
+// serves one sandbox (Start), or all the sandboxes of a long-lived
+// supervisor (StartWatch).
 //
 // It is apart from package cgroups so that the janitor's program does not
 // link containerd/cgroups. Invariant: it removes only directories that are
@@ -9,14 +11,17 @@
 package janitor
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -60,11 +65,15 @@ func Start(path string, dirs []string) (release *os.File, wait func(), err error
 // Main is the janitor process: it waits for stdin to close, then removes
 // the directories named in args, refusing any that is not a sandbox cgroup.
 func Main(args []string) {
-	_, _ = io.Copy(io.Discard, os.Stdin)
 	var dirs []string
-	for _, d := range args {
-		if ours(d) {
-			dirs = append(dirs, d)
+	if len(args) == 1 && args[0] == watchArg {
+		dirs = watch(os.Stdin)
+	} else {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		for _, d := range args {
+			if ours(d) {
+				dirs = append(dirs, d)
+			}
 		}
 	}
 	if err := Remove(dirs); err != nil {
@@ -119,4 +128,105 @@ func killProcs(dir string) {
 			_ = unix.Kill(pid, unix.SIGKILL)
 		}
 	}
+}
+
+// watchArg, after Arg, makes a janitor that watches many sandboxes (Watch).
+const watchArg = "--watch"
+
+// Watch is one janitor for the sandboxes of a long-lived supervisor (a
+// jail.Pool, the server): the supervisor tells it each cgroup before making
+// it and each it has removed itself; when the supervisor goes, the janitor
+// removes those it still knows. It saves a process per sandbox.
+type Watch struct {
+	mu  sync.Mutex
+	w   *os.File
+	cmd *exec.Cmd
+}
+
+// StartWatch starts a watching janitor from the program at path.
+func StartWatch(path string) (*Watch, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	cmd := &exec.Cmd{
+		Path:        path,
+		Args:        []string{Arg, watchArg},
+		Env:         []string{},
+		Stdin:       r,
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+	}
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("start cgroup janitor: %w", err)
+	}
+	return &Watch{w: w, cmd: cmd}, nil
+}
+
+// Add tells the janitor about dirs, before they are made.
+func (w *Watch) Add(dirs []string) error { return w.send('+', dirs) }
+
+// Forget tells the janitor that dirs are gone.
+func (w *Watch) Forget(dirs []string) error { return w.send('-', dirs) }
+
+func (w *Watch) send(op byte, dirs []string) error {
+	var b strings.Builder
+	for _, d := range dirs {
+		if strings.ContainsRune(d, '\n') {
+			return fmt.Errorf("cgroup path %q holds a newline", d)
+		}
+		b.WriteByte(op)
+		b.WriteString(d)
+		b.WriteByte('\n')
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.w == nil {
+		return errors.New("cgroup janitor closed")
+	}
+	_, err := w.w.WriteString(b.String())
+	return err
+}
+
+// Close lets the janitor go: it removes what it was not told is gone, and
+// exits. Close waits for it.
+func (w *Watch) Close() error {
+	w.mu.Lock()
+	f := w.w
+	w.w = nil
+	w.mu.Unlock()
+	if f == nil {
+		return nil
+	}
+	f.Close()
+	return w.cmd.Wait()
+}
+
+// watch is the watching janitor's loop: it returns the directories it was
+// told about and not told are gone, once its input ends.
+func watch(in io.Reader) []string {
+	known := map[string]bool{}
+	lines := bufio.NewScanner(in)
+	for lines.Scan() {
+		line := lines.Text()
+		if len(line) < 2 {
+			continue
+		}
+		dir := line[1:]
+		switch line[0] {
+		case '+':
+			if ours(dir) {
+				known[dir] = true
+			}
+		case '-':
+			delete(known, dir)
+		}
+	}
+	dirs := make([]string, 0, len(known))
+	for d := range known {
+		dirs = append(dirs, d)
+	}
+	sort.Strings(dirs)
+	return dirs
 }

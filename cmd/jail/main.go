@@ -19,6 +19,7 @@ const usage = `usage: jail COMMAND [OPTIONS]
   check                                     which isolation features this host gives you
   profile ls | show NAME | export NAME --bpf FILE   the named policies
   image import PATH [--name NAME[:TAG]] | pull REF | ls [--json] | rm REF | prune
+  serve [--socket PATH] [--pool N]          the HTTP API on a unix socket
   version                                   print the version
 
 Run 'jail run --help' for the RUN OPTIONS.
@@ -44,7 +45,9 @@ func dispatch(args []string) int {
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return 0
-	case "create", "exec", "shell", "ls", "logs", "stop", "kill", "rm", "serve":
+	case "serve":
+		return serveCommand(args[1:])
+	case "create", "exec", "shell", "ls", "logs", "stop", "kill", "rm":
 		return fail("%s: not implemented yet", args[0])
 	default:
 		return fail("unknown command %q (see 'jail help')", args[0])

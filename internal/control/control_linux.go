@@ -21,11 +21,13 @@ import (
 )
 
 // Message kinds. The supervisor sends KindConfig then KindRelease; the init
-// answers with KindError (setup failed), KindExecError (the command could not
-// be started), KindStarted, and finally KindExit.
+// answers with KindReady (built, waiting for the release) or KindError (setup
+// failed), then KindExecError (the command could not be started) or
+// KindStarted, and finally KindExit.
 const (
 	KindConfig    = "config"
 	KindRelease   = "release"
+	KindReady     = "ready"
 	KindError     = "error"
 	KindExecError = "exec-error"
 	KindStarted   = "started"
@@ -40,6 +42,9 @@ const maxMessage = 64 << 20
 type Message struct {
 	Kind   string
 	Config *config.Init
+	// Process, in a release, replaces Config.Process: the command of a
+	// sandbox that was built before anyone asked for it (see jail.Pool).
+	Process *config.Process
 	// Step and Reason describe a setup error: "jail: <step>: <reason>".
 	Step   string
 	Reason string

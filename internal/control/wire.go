@@ -169,6 +169,10 @@ func encode(m Message) []byte {
 	if c := m.Config; c != nil {
 		encodeConfig(w, c)
 	}
+	w.bool(m.Process != nil)
+	if p := m.Process; p != nil {
+		encodeProcess(w, p)
+	}
 	return w.buf
 }
 
@@ -195,7 +199,18 @@ func encodeConfig(w *writer, c *config.Init) {
 		w.int(int64(m.FD))
 	}
 	w.string(c.Hostname)
-	p := c.Process
+	encodeProcess(w, &c.Process)
+	l := c.Limits
+	for _, v := range []int64{l.TmpSize, l.RunSize, l.ShmSize, l.UpperSize, l.HomeSize, l.RlimitData, l.RlimitNproc} {
+		w.int(v)
+	}
+	w.strings(c.Masks)
+	w.strings(c.ReadOnly)
+	w.optionalBytes(c.Seccomp.Allowlist)
+	w.optionalBytes(c.Seccomp.Denials)
+}
+
+func encodeProcess(w *writer, p *config.Process) {
 	w.strings(p.Args)
 	w.strings(p.Env)
 	w.string(p.Cwd)
@@ -205,14 +220,6 @@ func encodeConfig(w *writer, c *config.Init) {
 	w.bool(p.TTY)
 	w.uint(uint64(p.Rows))
 	w.uint(uint64(p.Cols))
-	l := c.Limits
-	for _, v := range []int64{l.TmpSize, l.RunSize, l.ShmSize, l.UpperSize, l.HomeSize, l.RlimitData, l.RlimitNproc} {
-		w.int(v)
-	}
-	w.strings(c.Masks)
-	w.strings(c.ReadOnly)
-	w.optionalBytes(c.Seccomp.Allowlist)
-	w.optionalBytes(c.Seccomp.Denials)
 }
 
 func decode(body []byte) (Message, error) {
@@ -229,6 +236,10 @@ func decode(body []byte) (Message, error) {
 	m.Pid = int(r.intIn(0, math.MaxInt32))
 	if r.bool() {
 		m.Config = decodeConfig(r)
+	}
+	if r.bool() {
+		m.Process = &config.Process{}
+		decodeProcess(r, m.Process)
 	}
 	if r.err == nil && len(r.buf) != 0 {
 		r.fail()
@@ -263,16 +274,7 @@ func decodeConfig(r *reader) *config.Init {
 		}
 	}
 	c.Hostname = r.string()
-	p := &c.Process
-	p.Args = r.strings()
-	p.Env = r.strings()
-	p.Cwd = r.string()
-	p.UID = uint32(r.uintBelow(math.MaxUint32))
-	p.GID = uint32(r.uintBelow(math.MaxUint32))
-	p.SwitchUser = r.bool()
-	p.TTY = r.bool()
-	p.Rows = uint16(r.uintBelow(math.MaxUint16))
-	p.Cols = uint16(r.uintBelow(math.MaxUint16))
+	decodeProcess(r, &c.Process)
 	l := &c.Limits
 	for _, v := range []*int64{&l.TmpSize, &l.RunSize, &l.ShmSize, &l.UpperSize, &l.HomeSize, &l.RlimitData, &l.RlimitNproc} {
 		*v = r.int()
@@ -282,4 +284,16 @@ func decodeConfig(r *reader) *config.Init {
 	c.Seccomp.Allowlist = r.optionalBytes()
 	c.Seccomp.Denials = r.optionalBytes()
 	return c
+}
+
+func decodeProcess(r *reader, p *config.Process) {
+	p.Args = r.strings()
+	p.Env = r.strings()
+	p.Cwd = r.string()
+	p.UID = uint32(r.uintBelow(math.MaxUint32))
+	p.GID = uint32(r.uintBelow(math.MaxUint32))
+	p.SwitchUser = r.bool()
+	p.TTY = r.bool()
+	p.Rows = uint16(r.uintBelow(math.MaxUint16))
+	p.Cols = uint16(r.uintBelow(math.MaxUint16))
 }

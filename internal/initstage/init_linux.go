@@ -162,14 +162,36 @@ func setup(cfg *config.Init, conn *control.Conn, notifying <-chan struct{}) (int
 	}
 
 	// The supervisor releases the command once everything outside the
-	// sandbox (its cgroup placement) is in place.
-	msg, _, err := conn.Recv()
+	// sandbox (its cgroup placement) is in place. A sandbox built ahead of
+	// need (jail.Pool) waits here, ready, and learns its command and its
+	// stdin only now.
+	if err := conn.Send(control.Message{Kind: control.KindReady}); err != nil {
+		return 0, &setupError{step: "report ready", err: err}
+	}
+	msg, files, err := conn.Recv()
 	if err != nil || msg.Kind != control.KindRelease {
 		return 0, &setupError{step: "wait for release", err: fmt.Errorf("supervisor went away")}
 	}
+	for _, f := range files[min(len(files), 1):] {
+		f.Close()
+	}
+	process := &cfg.Process
+	if msg.Process != nil {
+		if msg.Process.TTY != process.TTY {
+			return 0, &setupError{step: "release", err: errors.New("a terminal cannot be added to a built sandbox")}
+		}
+		process = msg.Process
+	}
+	if len(files) > 0 {
+		defer files[0].Close()
+		if process.TTY {
+			return 0, &setupError{step: "release", err: errors.New("stdin of a terminal command comes through the terminal")}
+		}
+		stdio[0] = files[0].Fd()
+	}
 
 	<-notifying
-	pid, err := spawn(&cfg.Process, cfg.Seccomp, stdio)
+	pid, err := spawn(process, cfg.Seccomp, stdio)
 	if err != nil {
 		return 0, err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -10,8 +11,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
+	"github.com/jail-sandbox/jail/api"
+	"github.com/jail-sandbox/jail/client"
 	"github.com/jail-sandbox/jail/profiles"
 )
 
@@ -32,6 +36,15 @@ type bench struct {
 	denyBPF  string
 	serial   atomic.Int64
 	wanted   func(name string) bool
+	// servers are `jail serve` processes, by contender name.
+	servers map[string]*server
+}
+
+// server is a `jail serve` the API contenders send their runs to.
+type server struct {
+	cmd    *exec.Cmd
+	client *client.Client
+	socket string
 }
 
 // contender is one way of starting /bin/true.
@@ -41,7 +54,11 @@ type contender struct {
 	argv func(b *bench, w int) []string
 	// files are opened afresh for each run and passed as fds 3, 4, ...
 	files []string
-	b     *bench
+	// call, when set, is one run through jail's HTTP API instead of a
+	// process started; desc then describes it.
+	call func(w int) error
+	desc string
+	b    *bench
 }
 
 func newBench(jail string, wanted func(name string) bool) (*bench, error) {
@@ -57,7 +74,7 @@ func newBench(jail string, wanted func(name string) bool) (*bench, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &bench{jail: jail, dir: dir, wanted: wanted}
+	b := &bench{jail: jail, dir: dir, wanted: wanted, servers: map[string]*server{}}
 	if err := b.setup(); err != nil {
 		b.cleanup()
 		return nil, err
@@ -95,11 +112,71 @@ func (b *bench) setup() error {
 			return err
 		}
 	}
+	for name, pool := range map[string]string{"jail serve": "2", "jail serve --pool 0": "0"} {
+		if !b.wanted(name) {
+			continue
+		}
+		if err := b.startServer(name, pool); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
-// cleanup removes the work directory and any cgroup crun or runc left.
+// startServer starts `jail serve --pool N` and waits until it answers.
+func (b *bench) startServer(name, pool string) error {
+	socket := filepath.Join(b.dir, fmt.Sprintf("serve-%s.sock", pool))
+	cmd := exec.Command(b.jail, "serve", "--socket", socket, "--pool", pool)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	s := &server{cmd: cmd, client: client.New(socket), socket: socket}
+	b.servers[name] = s
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := s.client.Health(context.Background()); err == nil {
+			return nil
+		} else if time.Now().After(deadline) {
+			return fmt.Errorf("jail serve does not answer: %v\n%s", err, out.String())
+		}
+	}
+}
+
+// apiContender runs /bin/true through the server of name, with the request
+// that `jail run` with args would make.
+func (b *bench) apiContender(name string, req api.RunRequest) contender {
+	req.Cmd = "/bin/true"
+	desc := fmt.Sprintf("POST /v1/run %s (%s)", mustJSON(req), name)
+	return contender{name: name, desc: desc, call: func(int) error {
+		s := b.servers[name]
+		if s == nil {
+			return fmt.Errorf("%s is not running", name)
+		}
+		res, err := s.client.Run(context.Background(), req)
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("exit %d: %s", res.ExitCode, res.Stderr)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %v", desc, err)
+		}
+		return nil
+	}}
+}
+
+func mustJSON(v any) string {
+	data, _ := json.Marshal(v)
+	return string(data)
+}
+
+// cleanup stops the servers, removes the work directory and any cgroup crun
+// or runc left.
 func (b *bench) cleanup() {
+	for _, s := range b.servers {
+		s.client.Close()
+		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		_ = s.cmd.Wait()
+	}
 	for _, tool := range []string{"crun", "runc"} {
 		if !b.wanted(tool) {
 			continue
@@ -263,10 +340,14 @@ func (b *bench) scenarios(image string) []scenario {
 			{name: "runc", argv: oci("runc")},
 			{name: "unshare", argv: fixed("unshare", "-Urmpinuf", "--mount-proc", "/bin/true")},
 			{name: "bare", argv: fixed("/bin/true")},
+			b.apiContender("jail serve", api.RunRequest{Rootfs: b.rootfs}),
+			b.apiContender("jail serve --pool 0", api.RunRequest{Rootfs: b.rootfs}),
 		}},
 		{"host", "default root (the host tree read-only)", []contender{
 			{name: "jail", argv: fixed(b.jail, "run", "--", "/bin/true")},
 			{name: "bwrap", files: filters, argv: fixed(append(append([]string{"bwrap", "--unshare-all", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"}, bwrapFilter...), "/bin/true")...)},
+			b.apiContender("jail serve", api.RunRequest{}),
+			b.apiContender("jail serve --pool 0", api.RunRequest{}),
 		}},
 	}
 	if image != "" {
@@ -296,11 +377,17 @@ func (b *bench) throughputContenders() []contender {
 
 // describe is the command line as a user would type it.
 func (c contender) describe() string {
+	if c.call != nil {
+		return c.desc
+	}
 	return strings.Join(c.argv(c.b, 0), " ")
 }
 
 // start runs the contender once as worker w and waits for it.
 func (c contender) start(w int) error {
+	if c.call != nil {
+		return c.call(w)
+	}
 	argv := c.argv(c.b, w)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	var out bytes.Buffer

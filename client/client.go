@@ -1,0 +1,153 @@
+// Package client is the Go SDK of jail's HTTP API (`jail serve`). It links
+// only the standard library and package api, so a program that drives
+// sandboxes through a server stays small.
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+
+	"github.com/jail-sandbox/jail/api"
+)
+
+// Client talks to one server. It is safe for concurrent use, and keeps its
+// connections open between requests.
+type Client struct {
+	http *http.Client
+}
+
+// New returns a client of the server listening on the unix socket at path.
+func New(socket string) *Client {
+	transport := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		},
+		MaxIdleConnsPerHost: 64,
+	}
+	return &Client{http: &http.Client{Transport: transport}}
+}
+
+// Close lets go of idle connections.
+func (c *Client) Close() { c.http.CloseIdleConnections() }
+
+// Error is an answer other than 200: the server refused the request (4xx:
+// bad input, nothing was started) or failed (5xx).
+type Error struct {
+	Status  int
+	Message string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s (HTTP %d)", e.Message, e.Status) }
+
+// Run runs a command in a new sandbox and returns its result. A command
+// that ran returns a nil error whatever its exit code; one that could not be
+// executed has exit code 126 or 127 and Result.Error set.
+func (c *Client) Run(ctx context.Context, req api.RunRequest) (api.Result, error) {
+	var res api.Result
+	resp, err := c.post(ctx, api.PathRun, req)
+	if err != nil {
+		return res, err
+	}
+	defer resp.Body.Close()
+	err = json.NewDecoder(resp.Body).Decode(&res)
+	return res, err
+}
+
+// Stream runs a command as Run does, writing its output to stdout and
+// stderr as it comes.
+func (c *Client) Stream(ctx context.Context, req api.RunRequest, stdout, stderr io.Writer) (api.Result, error) {
+	var res api.Result
+	resp, err := c.post(ctx, api.PathRun+"?stream=1", req)
+	if err != nil {
+		return res, err
+	}
+	defer resp.Body.Close()
+	lines := bufio.NewScanner(resp.Body)
+	lines.Buffer(make([]byte, 64<<10), 64<<20)
+	for lines.Scan() {
+		var ev struct {
+			api.Event
+			api.Result
+		}
+		if err := json.Unmarshal(lines.Bytes(), &ev); err != nil {
+			return res, fmt.Errorf("stream: %w", err)
+		}
+		switch ev.Stream {
+		case "stdout":
+			if stdout != nil {
+				io.WriteString(stdout, ev.Data)
+			}
+		case "stderr":
+			if stderr != nil {
+				io.WriteString(stderr, ev.Data)
+			}
+		default:
+			var last map[string]json.RawMessage
+			_ = json.Unmarshal(lines.Bytes(), &last)
+			if _, ok := last["exit_code"]; !ok {
+				return res, &Error{Status: http.StatusInternalServerError, Message: ev.Result.Error}
+			}
+			return ev.Result, nil
+		}
+	}
+	if err := lines.Err(); err != nil {
+		return res, err
+	}
+	return res, errors.New("stream ended before the result")
+}
+
+// Health asks whether the server is up.
+func (c *Client) Health(ctx context.Context) (api.Health, error) {
+	var h api.Health
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://jail"+api.PathHealth, nil)
+	if err != nil {
+		return h, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return h, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return h, errorOf(resp)
+	}
+	return h, json.NewDecoder(resp.Body).Decode(&h)
+}
+
+func (c *Client) post(ctx context.Context, path string, body any) (*http.Response, error) {
+	data, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://jail"+path, bytes.NewReader(data))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		return nil, errorOf(resp)
+	}
+	return resp, nil
+}
+
+func errorOf(resp *http.Response) error {
+	var body api.Error
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if json.Unmarshal(data, &body) != nil || body.Error == "" {
+		body.Error = string(bytes.TrimSpace(data))
+	}
+	return &Error{Status: resp.StatusCode, Message: body.Error}
+}

@@ -1,0 +1,304 @@
+package jail
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/jail-sandbox/jail/cgroups"
+	"github.com/jail-sandbox/jail/cgroups/janitor"
+	"github.com/jail-sandbox/jail/internal/config"
+	"github.com/jail-sandbox/jail/internal/programs"
+	"github.com/jail-sandbox/jail/namespaces"
+)
+
+// Pool keeps sandboxes built ahead of need: their cgroup made, their init
+// started in fresh namespaces, the root filesystem mounted, waiting for a
+// command. A run that such a sandbox fits then costs about a fork and an
+// exec; the pool builds a replacement in the background.
+//
+// Every sandbox still runs exactly one command and is torn down after it:
+// nothing is shared between runs. A sandbox fits a request when the request
+// would build the very same sandbox (same root, mounts, limits, profile,
+// identity and host name); only the command, its environment and working
+// directory, stdin and the run's timeout and output options may differ. The
+// comparison is made on the resolved description, so a profile edited or an
+// image replaced after the pool built its sandboxes is never run in a stale
+// one. Runs that do not fit, and runs with a terminal, are started cold, as
+// Run does.
+type Pool struct {
+	template Spec
+	// watch is the one cgroup janitor of all the pool's sandboxes (nil
+	// without cgroups, or when it could not start: each then has its own),
+	// started from program.
+	watch   *janitor.Watch
+	program *programs.Program
+	// active counts the pool's sandboxes not yet gone from the host.
+	active   sync.WaitGroup
+	ready    chan *supervisor
+	stop     chan struct{}
+	fillers  sync.WaitGroup
+	stopOnce sync.Once
+
+	mu      sync.Mutex
+	closed  bool       // new sandboxes are no longer the pool's
+	waiting int        // fillers holding a ready sandbox
+	key     sandboxKey // of the sandbox built last
+	lastErr error      // why the last build failed, nil once one succeeds
+}
+
+// placeholderCommand stands in for a template's command: a pooled sandbox
+// gets its real one when it is handed out.
+var placeholderCommand = []string{"/bin/true"}
+
+// NewPool starts keeping size sandboxes built from template, which is
+// checked as Run would check it. Close ends them. With size 0 no sandbox is
+// kept ready, but the runs still share one cgroup janitor, which saves a
+// process per run.
+func NewPool(template Spec, size int) (*Pool, error) {
+	if template.TTY || template.Stdin != nil {
+		return nil, invalid("pool", "a pool's template cannot have a terminal or stdin: each run brings its own")
+	}
+	size = max(size, 0)
+	spec := template
+	if len(spec.Command) == 0 {
+		spec.Command = placeholderCommand
+	}
+	p, err := prepare(&spec)
+	if err != nil {
+		return nil, err
+	}
+	pool := &Pool{template: spec, key: keyOf(p), ready: make(chan *supervisor), stop: make(chan struct{})}
+	if p.cgroup.Version != cgroups.None {
+		if program, err := programs.Open(programs.Stage); err == nil {
+			if pool.watch, err = janitor.StartWatch(program.Path); err == nil {
+				pool.program = program
+			} else {
+				program.Close()
+			}
+		}
+	}
+	p.close()
+	for i := 0; i < size; i++ {
+		pool.fillers.Add(1)
+		go pool.fill()
+	}
+	return pool, nil
+}
+
+// fill builds sandboxes and offers them until the pool closes; each filler
+// holds at most one ready sandbox.
+func (pool *Pool) fill() {
+	defer pool.fillers.Done()
+	backoff := 10 * time.Millisecond
+	for {
+		s, err := pool.build()
+		pool.mu.Lock()
+		pool.lastErr = err
+		if err == nil {
+			pool.key = keyOf(s.plan)
+		}
+		pool.mu.Unlock()
+		if err != nil {
+			select {
+			case <-pool.stop:
+				return
+			case <-time.After(backoff):
+				backoff = min(2*backoff, 5*time.Second)
+				continue
+			}
+		}
+		backoff = 10 * time.Millisecond
+		pool.setWaiting(+1)
+		select {
+		case pool.ready <- s:
+			pool.setWaiting(-1)
+			// The next one is built once this run is over, not beside
+			// it: building takes the CPU the run needs.
+			select {
+			case <-s.finished:
+			case <-pool.stop:
+				return
+			}
+		case <-s.reaped:
+			// The init died while it waited: build another.
+			pool.setWaiting(-1)
+			s.discard()
+		case <-pool.stop:
+			pool.setWaiting(-1)
+			s.discard()
+			return
+		}
+	}
+}
+
+func (pool *Pool) setWaiting(delta int) {
+	pool.mu.Lock()
+	pool.waiting += delta
+	pool.mu.Unlock()
+}
+
+// Ready counts the sandboxes built and waiting for a run.
+func (pool *Pool) Ready() int {
+	pool.mu.Lock()
+	defer pool.mu.Unlock()
+	return pool.waiting
+}
+
+// waitReady waits up to limit for a ready sandbox (for benchmarks).
+func (pool *Pool) waitReady(limit time.Duration) {
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		pool.mu.Lock()
+		n := pool.waiting
+		pool.mu.Unlock()
+		if n > 0 {
+			return
+		}
+	}
+}
+
+// build boots one sandbox of the template.
+func (pool *Pool) build() (*supervisor, error) {
+	spec := pool.template
+	p, err := prepare(&spec)
+	if err != nil {
+		return nil, err
+	}
+	s := pool.supervisor(&spec, p, &timings{start: time.Now()})
+	if err := s.boot(); err != nil {
+		s.close()
+		return nil, err
+	}
+	// Offered only once its init waits for the command: a run must not
+	// wait for the root filesystem, nor share the CPU with its building.
+	select {
+	case <-s.ready:
+		return s, nil
+	case <-s.reaped:
+		rep := <-s.reports
+		s.discard()
+		if rep.setupErr != nil {
+			return nil, rep.setupErr
+		}
+		return nil, &SetupError{Step: "init", Err: errors.New("ended before it was ready")}
+	}
+}
+
+// Err is why the pool could not build its last sandbox, or nil. Runs go
+// on, started cold, while it cannot.
+func (pool *Pool) Err() error {
+	pool.mu.Lock()
+	defer pool.mu.Unlock()
+	return pool.lastErr
+}
+
+// Run runs spec's command as Run does, in a ready sandbox when one fits.
+func (pool *Pool) Run(ctx context.Context, spec Spec) (Result, error) {
+	res, _, err := pool.runTimed(ctx, spec)
+	return res, err
+}
+
+func (pool *Pool) runTimed(ctx context.Context, spec Spec) (Result, *timings, error) {
+	t := &timings{start: time.Now()}
+	p, err := prepare(&spec)
+	if err != nil {
+		return Result{ExitCode: ExitSetup}, t, refused(err)
+	}
+	t.prepared = time.Now()
+	if s := pool.take(p); s != nil {
+		process := p.cfg.Process
+		p.close()
+		s.times = t
+		res, err := s.finish(ctx, &spec, &process)
+		t.done = time.Now()
+		return res, t, err
+	}
+	s := pool.supervisor(&spec, p, t)
+	if err := s.boot(); err != nil {
+		s.close()
+		t.done = time.Now()
+		return Result{ExitCode: ExitSetup}, t, err
+	}
+	res, err := s.finish(ctx, &spec, nil)
+	t.done = time.Now()
+	return res, t, err
+}
+
+// supervisor makes a supervisor whose cgroup the pool's janitor watches.
+func (pool *Pool) supervisor(spec *Spec, p *plan, t *timings) *supervisor {
+	s := newSupervisor(spec, p, t)
+	pool.mu.Lock()
+	defer pool.mu.Unlock()
+	if !pool.closed {
+		s.watch = pool.watch
+		pool.active.Add(1)
+		s.onDone = pool.active.Done
+	}
+	return s
+}
+
+// take returns a ready sandbox that is the one p describes, or nil.
+func (pool *Pool) take(p *plan) *supervisor {
+	if p.cfg.Process.TTY {
+		return nil
+	}
+	want := keyOf(p)
+	// A request for another sandbox than the template's goes cold
+	// without touching the ready ones.
+	pool.mu.Lock()
+	fits := reflect.DeepEqual(want, pool.key)
+	pool.mu.Unlock()
+	if !fits {
+		return nil
+	}
+	for {
+		select {
+		case s := <-pool.ready:
+			if !s.ended() && reflect.DeepEqual(keyOf(s.plan), want) {
+				return s
+			}
+			// Built before the host changed under it (a profile, an
+			// image, a mount source): never used.
+			go s.discard()
+		default:
+			return nil
+		}
+	}
+}
+
+// Close ends the ready sandboxes, stops building, and waits until the runs
+// in progress are over and every sandbox of the pool is gone from the host.
+// Run still works after Close, cold.
+func (pool *Pool) Close() error {
+	pool.stopOnce.Do(func() { close(pool.stop) })
+	pool.fillers.Wait()
+	pool.mu.Lock()
+	pool.closed = true
+	pool.mu.Unlock()
+	pool.active.Wait()
+	var err error
+	if pool.watch != nil {
+		err = pool.watch.Close()
+		pool.program.Close()
+	}
+	return err
+}
+
+// sandboxKey is everything that makes one sandbox differ from another,
+// that is a plan without its command.
+type sandboxKey struct {
+	cfg     config.Init
+	id      namespaces.Identity
+	cgroup  cgroups.Layout
+	limits  cgroups.Limits
+	notices []string
+	files   int
+}
+
+func keyOf(p *plan) sandboxKey {
+	k := sandboxKey{cfg: p.cfg, id: p.id, cgroup: p.cgroup, limits: p.limits, notices: p.notices, files: len(p.files)}
+	k.cfg.Process.Args, k.cfg.Process.Env, k.cfg.Process.Cwd = nil, nil, ""
+	return k
+}

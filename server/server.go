@@ -1,0 +1,434 @@
+// Package server is jail's HTTP API, `jail serve`: JSON over HTTP/1.1 on a
+// unix socket (see package api for the bodies).
+//
+// A long-lived server is what lets an agent server or a CI runner start
+// sandboxes without paying for a process of jail each time, and it keeps a
+// jail.Pool per (image, root, profile) asked for, so a run that fits one of
+// their ready sandboxes costs about a fork and an exec.
+//
+// Invariants: the socket is created with mode 0600 in a directory only its
+// owner may write, so only that user (and root) reaches the API, and every
+// sandbox runs with the identity it would have under `jail run` by that
+// user; every request is validated as the CLI's flags are, and host paths
+// must be absolute (the server's working directory means nothing to a
+// client); no run outlives the request that asked for it: a client that
+// goes away cancels its run, which kills the sandbox.
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jail-sandbox/jail"
+	"github.com/jail-sandbox/jail/api"
+)
+
+// Options configure a Server.
+type Options struct {
+	// PoolSize is how many ready sandboxes each pool keeps; 0 keeps none,
+	// and every run is started cold.
+	PoolSize int
+	// MaxPools bounds the pools kept at once (0: 4); requests for other
+	// (image, root, profile) combinations start cold.
+	MaxPools int
+	// MaxRuns bounds the runs at once (0: 16 per CPU); later requests wait
+	// for a slot.
+	MaxRuns int
+}
+
+// maxRequestBytes bounds a request body: arguments and environment are
+// limited to 1 MiB by the kernel, stdin may take the rest.
+const maxRequestBytes = 16 << 20
+
+// Server answers the HTTP API.
+type Server struct {
+	opts Options
+	runs chan struct{} // one token per run in progress
+	mux  *http.ServeMux
+
+	mu    sync.Mutex
+	pools map[poolKey]*jail.Pool
+	// cold runs what no pool is for, with no sandbox ready but with the
+	// janitor it shares (nil when it could not be made).
+	cold   *jail.Pool
+	closed bool
+}
+
+// poolKey is what a pool's sandboxes are built from.
+type poolKey struct {
+	image, rootfs, profile string
+}
+
+// New returns a server. When opts.PoolSize > 0 it starts building the
+// default sandbox (host tree, default profile) at once.
+func New(opts Options) *Server {
+	if opts.MaxPools <= 0 {
+		opts.MaxPools = 4
+	}
+	if opts.MaxRuns <= 0 {
+		opts.MaxRuns = 16 * runtime.NumCPU()
+	}
+	s := &Server{opts: opts, runs: make(chan struct{}, opts.MaxRuns), pools: map[poolKey]*jail.Pool{}}
+	s.mux = http.NewServeMux()
+	s.mux.HandleFunc("GET "+api.PathHealth, s.health)
+	s.mux.HandleFunc(api.PathRun, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			writeError(w, http.StatusMethodNotAllowed, r.Method+" "+api.PathRun+": only POST")
+			return
+		}
+		s.run(w, r)
+	})
+	s.mux.HandleFunc(api.PathSandboxes, s.notYet)
+	s.mux.HandleFunc(api.PathSandboxes+"/", s.notYet)
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
+	})
+	s.cold, _ = jail.NewPool(jail.Spec{}, 0)
+	if opts.PoolSize > 0 {
+		s.poolFor(poolKey{profile: "default"})
+	}
+	return s
+}
+
+// ServeHTTP answers one request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Close ends the pools' ready sandboxes. Runs in progress are ended by
+// their requests' end (see http.Server.Shutdown).
+func (s *Server) Close() {
+	s.mu.Lock()
+	s.closed = true
+	pools := s.pools
+	s.pools = map[poolKey]*jail.Pool{}
+	if s.cold != nil {
+		pools[poolKey{}] = s.cold
+	}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, p := range pools {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.Close()
+		}()
+	}
+	wg.Wait()
+}
+
+// poolFor returns the pool of key, making it if there is room; the pool of
+// cold runs otherwise, or nil.
+func (s *Server) poolFor(key poolKey) *jail.Pool {
+	if s.opts.PoolSize <= 0 {
+		return s.cold
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.pools[key]; p != nil {
+		return p
+	}
+	if s.closed || len(s.pools) >= s.opts.MaxPools {
+		return s.cold
+	}
+	p, err := jail.NewPool(jail.Spec{Image: key.image, Rootfs: key.rootfs, Profile: key.profile}, s.opts.PoolSize)
+	if err != nil {
+		// No pool, and no slot taken: the run itself reports the error.
+		return s.cold
+	}
+	s.pools[key] = p
+	return p
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	h := api.Health{Status: "ok", Version: jail.Version}
+	s.mu.Lock()
+	for _, p := range s.pools {
+		h.Ready += p.Ready()
+	}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, h)
+}
+
+func (s *Server) notYet(w http.ResponseWriter, r *http.Request) {
+	writeError(w, http.StatusNotImplemented, "persistent sandboxes are not implemented yet")
+}
+
+func (s *Server) run(w http.ResponseWriter, r *http.Request) {
+	var req api.RunRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "request body: "+err.Error())
+		return
+	}
+	if dec.More() {
+		writeError(w, http.StatusBadRequest, "request body: more than one JSON object")
+		return
+	}
+	spec, err := specOf(&req)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+
+	select {
+	case s.runs <- struct{}{}:
+		defer func() { <-s.runs }()
+	case <-r.Context().Done():
+		return
+	}
+
+	stream := r.URL.Query().Get("stream") == "1"
+	var events *eventWriter
+	if stream {
+		events = &eventWriter{w: w}
+		spec.Stdout, spec.Stderr = events.stream("stdout"), events.stream("stderr")
+	}
+	spec.Capture = !stream
+
+	run := jail.Run
+	if p := s.poolFor(poolKey{image: spec.Image, rootfs: spec.Rootfs, profile: spec.Profile}); p != nil {
+		run = p.Run
+	}
+	res, err := run(r.Context(), spec)
+
+	out := resultOf(res)
+	var exec *jail.ExecError
+	switch {
+	case err == nil:
+	case errors.As(err, &exec):
+		out.Error = "jail: " + exec.Error()
+	case r.Context().Err() != nil:
+		return // the client went away: no one to answer
+	default:
+		status := http.StatusInternalServerError
+		var setup *jail.SetupError
+		if errors.As(err, &setup) && setup.Refused {
+			status = http.StatusBadRequest
+		}
+		if events != nil && events.started() {
+			events.last(api.Error{Error: "jail: " + err.Error()})
+			return
+		}
+		writeError(w, status, "jail: "+err.Error())
+		return
+	}
+	if events != nil {
+		events.last(out)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// specOf turns a request into a Spec, checking what only a server must: the
+// rest is checked by jail.Run as for the CLI.
+func specOf(req *api.RunRequest) (jail.Spec, error) {
+	if req.Cmd == "" {
+		return jail.Spec{}, errors.New("cmd: missing")
+	}
+	spec := jail.Spec{
+		Command: append([]string{req.Cmd}, req.Args...),
+		Image:   req.Image, Rootfs: req.Rootfs, Profile: req.Profile,
+		CPUs: req.CPUs, Pids: req.Pids, Net: req.Net, Workspace: req.Workspace,
+		User: req.User, Workdir: req.Workdir, Hostname: req.Hostname, ReadOnly: req.ReadOnly,
+	}
+	if spec.Profile == "" {
+		spec.Profile = "default"
+	}
+	if spec.Net == "none" {
+		spec.Net = ""
+	}
+	var err error
+	if req.Memory != "" {
+		if spec.Memory, err = jail.ParseSize(string(req.Memory)); err != nil {
+			return spec, fmt.Errorf("memory: %v", err)
+		}
+	}
+	if req.OutputLimit != "" {
+		if spec.OutputLimit, err = jail.ParseSize(string(req.OutputLimit)); err != nil {
+			return spec, fmt.Errorf("output_limit: %v", err)
+		}
+	}
+	if req.TimeoutS < 0 || req.TimeoutS > 1e9 {
+		return spec, fmt.Errorf("timeout_s: %g: must be positive", req.TimeoutS)
+	}
+	spec.Timeout = time.Duration(req.TimeoutS * float64(time.Second))
+	for _, path := range []struct{ name, value string }{{"rootfs", req.Rootfs}, {"workspace", req.Workspace}} {
+		if path.value != "" && !filepath.IsAbs(path.value) {
+			return spec, fmt.Errorf("%s: %q: host paths must be absolute", path.name, path.value)
+		}
+	}
+	for _, m := range req.Mounts {
+		mount, err := jail.ParseMount(m)
+		if err != nil {
+			return spec, fmt.Errorf("mounts: %v", err)
+		}
+		if !filepath.IsAbs(mount.Source) {
+			return spec, fmt.Errorf("mounts: %q: host paths must be absolute", m)
+		}
+		spec.Mounts = append(spec.Mounts, mount)
+	}
+	keys := make([]string, 0, len(req.Env))
+	for k := range req.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		spec.Env = append(spec.Env, k+"="+req.Env[k])
+	}
+	if req.Stdin != "" {
+		spec.Stdin = strings.NewReader(req.Stdin)
+	}
+	return spec, nil
+}
+
+func resultOf(r jail.Result) api.Result {
+	return api.Result{
+		Stdout: r.Stdout, Stderr: r.Stderr, ExitCode: r.ExitCode, Signal: r.Signal,
+		TimedOut: r.TimedOut, OOMKilled: r.OOMKilled, Truncated: r.Truncated,
+		WallMS: r.WallMS, CPUMS: r.CPUMS, PeakMemoryBytes: r.PeakMemoryBytes,
+	}
+}
+
+// eventWriter writes a streamed answer: one JSON event per write of the
+// command's output, flushed at once.
+type eventWriter struct {
+	mu      sync.Mutex
+	w       http.ResponseWriter
+	written bool
+}
+
+func (e *eventWriter) started() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.written
+}
+
+func (e *eventWriter) write(v any) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.written {
+		e.w.Header().Set("Content-Type", "application/x-ndjson")
+		e.w.WriteHeader(http.StatusOK)
+		e.written = true
+	}
+	if err := json.NewEncoder(e.w).Encode(v); err != nil {
+		return err
+	}
+	if f, ok := e.w.(http.Flusher); ok {
+		f.Flush()
+	}
+	return nil
+}
+
+// last writes the final line.
+func (e *eventWriter) last(v any) { _ = e.write(v) }
+
+func (e *eventWriter) stream(name string) io.Writer {
+	return writerFunc(func(p []byte) (int, error) {
+		if err := e.write(api.Event{Stream: name, Data: string(p)}); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	})
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, api.Error{Error: msg})
+}
+
+// DefaultSocket is where `jail serve` listens: /run/jail/jail.sock for root,
+// $XDG_RUNTIME_DIR/jail/jail.sock for anyone else.
+func DefaultSocket() (string, error) {
+	if os.Geteuid() == 0 {
+		return "/run/jail/jail.sock", nil
+	}
+	dir := os.Getenv("XDG_RUNTIME_DIR")
+	if dir == "" || !filepath.IsAbs(dir) {
+		return "", errors.New("XDG_RUNTIME_DIR is not set: give --socket PATH")
+	}
+	return filepath.Join(dir, "jail", "jail.sock"), nil
+}
+
+// Listen opens the socket at path with mode 0600, in a directory it creates
+// with mode 0700 if missing. A socket left by a server that is gone is
+// replaced; one that a live server answers on is not.
+func Listen(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("socket directory: %w", err)
+	}
+	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("%s: a server already answers there", path)
+	}
+	if st, err := os.Lstat(path); err == nil {
+		if st.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("%s exists and is not a socket", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("remove stale socket: %w", err)
+		}
+	}
+	// The socket is born 0600: there is no moment where others may
+	// connect.
+	old := syscall.Umask(0o177)
+	l, err := net.Listen("unix", path)
+	syscall.Umask(old)
+	if err != nil {
+		return nil, err
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(true)
+	return l, nil
+}
+
+// Serve answers on l until ctx is cancelled, then stops taking requests,
+// lets the runs in progress finish (up to grace, after which they are
+// cancelled and their sandboxes killed) and ends the ready sandboxes.
+func Serve(ctx context.Context, l net.Listener, opts Options, grace time.Duration) error {
+	s := New(opts)
+	defer s.Close()
+	base, cancelRuns := context.WithCancel(context.Background())
+	defer cancelRuns()
+	hs := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return base },
+	}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(l) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := hs.Shutdown(shutdown); err != nil {
+		cancelRuns()
+		_ = hs.Close()
+	}
+	return nil
+}
