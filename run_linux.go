@@ -435,8 +435,8 @@ func (s *supervisor) startInit(initEnd *os.File) error {
 	defer initEnd.Close()
 
 	cmd := &exec.Cmd{
-		Path:        s.program.Path,
-		Args:        []string{initstage.Arg},
+		Path: s.program.Path,
+		Args: []string{initstage.Arg},
 		// One P: the init does one thing at a time, and idle Ps spinning
 		// for work cost CPU at every start.
 		Env:         []string{"GOMAXPROCS=1"},

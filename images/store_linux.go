@@ -27,7 +27,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
 	"golang.org/x/sys/unix"
 
 	"github.com/jail-sandbox/jail/namespaces"
@@ -102,16 +101,6 @@ func DefaultStore(own Ownership) Store {
 		dir = filepath.Join(home, ".local", "share")
 	}
 	return Store{Root: filepath.Join(dir, "jail"), Own: own}
-}
-
-// Normalize makes a reference canonical, as Docker does: "busybox" is
-// docker.io/library/busybox:latest.
-func Normalize(ref string) (string, error) {
-	r, err := name.ParseReference(ref)
-	if err != nil {
-		return "", fmt.Errorf("%q is not an image reference", ref)
-	}
-	return r.Name(), nil
 }
 
 // LayerDir is where a layer is unpacked.
