@@ -437,9 +437,7 @@ func (s *supervisor) startInit(initEnd *os.File) error {
 	cmd := &exec.Cmd{
 		Path: s.program.Path,
 		Args: []string{initstage.Arg},
-		// One P: the init does one thing at a time, and idle Ps spinning
-		// for work cost CPU at every start.
-		Env:         []string{"GOMAXPROCS=1"},
+		Env:         []string{},
 		ExtraFiles:  append([]*os.File{initEnd}, s.plan.files...),
 		SysProcAttr: s.plan.id.SysProcAttr(),
 	}
