@@ -435,8 +435,8 @@ func (s *supervisor) startInit(initEnd *os.File) error {
 	defer initEnd.Close()
 
 	cmd := &exec.Cmd{
-		Path: s.program.Path,
-		Args: []string{initstage.Arg},
+		Path:        s.program.Path,
+		Args:        []string{initstage.Arg},
 		Env:         []string{},
 		ExtraFiles:  append([]*os.File{initEnd}, s.plan.files...),
 		SysProcAttr: s.plan.id.SysProcAttr(),
