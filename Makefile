@@ -7,7 +7,7 @@ GO ?= go
 # init and cgroup janitor) and the tools program (image import and pull,
 # and seccomp compiling, which links libseccomp statically through cgo).
 JAIL_BUILD := CGO_ENABLED=0 $(GO) build -trimpath
-TEST_PACKAGES := busybox-static bubblewrap util-linux libseccomp-dev gcc git python3 debootstrap
+TEST_PACKAGES := busybox-static bubblewrap util-linux libseccomp-dev gcc git python3 debootstrap curl
 
 .PHONY: build build-deps programs test test-deps test-host test-cgroup2 bench vet clean
 
@@ -34,7 +34,8 @@ test-host: programs
 	$(GO) test -count=1 -timeout 15m ./...
 
 # The VM tool of ../shared/tools boots Debian's stock kernel with only cgroup
-# v2; binaries are built here and only run in the guest. A hung test panics
+# v2; binaries are built here and only run in the guest: the library's tests
+# (Run, Pool), then the integration tests. A hung test panics
 # at 15 minutes with every goroutine's stack; a guest that stalls under
 # software emulation (seen once) reaches the tool's own timeout (exit 124)
 # and gets one more try.
@@ -48,9 +49,10 @@ test-cgroup2:
 	$(JAIL_BUILD) -o bin/vm/jail ./cmd/jail; \
 	CGO_ENABLED=0 $(GO) build -o bin/vm/jailprobe ./test/jailprobe; \
 	$(GO) test -c -o bin/vm/integration.test ./test; \
+	$(GO) test -c -o bin/vm/library.test .; \
 	set +e; cd test; \
 	for try in 1 2; do \
-		JAIL_TEST_BINARIES=$(CURDIR)/bin/vm $(VM_RUN) --timeout 1200 -- $(CURDIR)/bin/vm/integration.test -test.v -test.timeout 15m; \
+		JAIL_TEST_BINARIES=$(CURDIR)/bin/vm $(VM_RUN) --timeout 1200 -- sh -c '$(CURDIR)/bin/vm/library.test -test.v -test.timeout 5m && $(CURDIR)/bin/vm/integration.test -test.v -test.timeout 15m'; \
 		rc=$$?; \
 		[ $$rc = 124 ] && [ $$try = 1 ] || break; \
 		echo "test-cgroup2: the VM stalled (no test timed out, the guest did); one more try"; \

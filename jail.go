@@ -18,6 +18,9 @@
 // sandbox (exit status 125 in the CLI), an *ExecError when the command could
 // not be executed (126) or found (127), and otherwise a nil error and the
 // Result of the command, whatever its own exit status.
+//
+// A program that starts many sandboxes keeps a Pool: its sandboxes are
+// built ahead of need, and a run in one costs about a fork and an exec.
 package jail
 
 import (
@@ -43,8 +46,9 @@ const (
 type Spec struct {
 	// Command is the program and its arguments.
 	Command []string
-	// Image is a root filesystem from the local image store (not yet
-	// supported).
+	// Image names an image of the local store (ImageStore): its layers
+	// are the read-only root, and its Entrypoint, Cmd, Env, WorkingDir and
+	// User the defaults of the command.
 	Image string
 	// Rootfs is a directory used as the read-only lower layer of the root,
 	// with a private writable layer on top unless ReadOnly. Empty means

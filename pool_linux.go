@@ -27,7 +27,8 @@ import (
 // comparison is made on the resolved description, so a profile edited or an
 // image replaced after the pool built its sandboxes is never run in a stale
 // one. Runs that do not fit, and runs with a terminal, are started cold, as
-// Run does.
+// Run does. A ready sandbox is at most maxReadyAge old: masks of host paths
+// that appeared since it was built, for one, are only in newer ones.
 type Pool struct {
 	template Spec
 	// watch is the one cgroup janitor of all the pool's sandboxes (nil
@@ -42,12 +43,23 @@ type Pool struct {
 	fillers  sync.WaitGroup
 	stopOnce sync.Once
 
+	// maxAge is how long a ready sandbox waits before it is rebuilt.
+	maxAge time.Duration
+
 	mu      sync.Mutex
+	built   int        // sandboxes built so far
 	closed  bool       // new sandboxes are no longer the pool's
 	waiting int        // fillers holding a ready sandbox
 	key     sandboxKey // of the sandbox built last
 	lastErr error      // why the last build failed, nil once one succeeds
 }
+
+// maxReadyAge bounds how long a sandbox waits for a run before it is
+// rebuilt. What the init decided while building (which host paths exist to
+// be masked, the top-level entries of the host tree) is as old as the
+// sandbox: a run must not get a view of the host older than this, as a
+// sandbox started this long ago would have.
+const maxReadyAge = 30 * time.Second
 
 // placeholderCommand stands in for a template's command: a pooled sandbox
 // gets its real one when it is handed out.
@@ -70,7 +82,7 @@ func NewPool(template Spec, size int) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	pool := &Pool{template: spec, key: keyOf(p), ready: make(chan *supervisor), stop: make(chan struct{})}
+	pool := &Pool{template: spec, key: keyOf(p), maxAge: maxReadyAge, ready: make(chan *supervisor), stop: make(chan struct{})}
 	if p.cgroup.Version != cgroups.None {
 		if program, err := programs.Open(programs.Stage); err == nil {
 			if pool.watch, err = janitor.StartWatch(program.Path); err == nil {
@@ -81,11 +93,16 @@ func NewPool(template Spec, size int) (*Pool, error) {
 		}
 	}
 	p.close()
+	pool.start(size)
+	return pool, nil
+}
+
+// start starts size fillers.
+func (pool *Pool) start(size int) {
 	for i := 0; i < size; i++ {
 		pool.fillers.Add(1)
 		go pool.fill()
 	}
-	return pool, nil
 }
 
 // fill builds sandboxes and offers them until the pool closes; each filler
@@ -99,6 +116,7 @@ func (pool *Pool) fill() {
 		pool.lastErr = err
 		if err == nil {
 			pool.key = keyOf(s.plan)
+			pool.built++
 		}
 		pool.mu.Unlock()
 		if err != nil {
@@ -112,8 +130,10 @@ func (pool *Pool) fill() {
 		}
 		backoff = 10 * time.Millisecond
 		pool.setWaiting(+1)
+		expired := time.NewTimer(pool.maxAge)
 		select {
 		case pool.ready <- s:
+			expired.Stop()
 			pool.setWaiting(-1)
 			// The next one is built once this run is over, not beside
 			// it: building takes the CPU the run needs.
@@ -126,7 +146,11 @@ func (pool *Pool) fill() {
 			// The init died while it waited: build another.
 			pool.setWaiting(-1)
 			s.discard()
+		case <-expired.C:
+			pool.setWaiting(-1)
+			s.discard()
 		case <-pool.stop:
+			expired.Stop()
 			pool.setWaiting(-1)
 			s.discard()
 			return
