@@ -531,9 +531,10 @@ func (s *supervisor) stdinFor() (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
+	in := s.spec.Stdin
 	go func() {
 		defer w.Close()
-		_, _ = io.Copy(w, s.spec.Stdin)
+		_, _ = io.Copy(w, in)
 	}()
 	return r, nil
 }
