@@ -27,8 +27,8 @@ import (
 // comparison is made on the resolved description, so a profile edited or an
 // image replaced after the pool built its sandboxes is never run in a stale
 // one. Runs that do not fit, and runs with a terminal, are started cold, as
-// Run does. A ready sandbox is at most maxReadyAge old: masks of host paths
-// that appeared since it was built, for one, are only in newer ones.
+// Run does. A ready sandbox is at most 30 s old: masks of host paths that
+// appeared since it was built, for one, are only in newer ones.
 type Pool struct {
 	template Spec
 	// watch is the one cgroup janitor of all the pool's sandboxes (nil
@@ -61,10 +61,6 @@ type Pool struct {
 // sandbox started this long ago would have.
 const maxReadyAge = 30 * time.Second
 
-// placeholderCommand stands in for a template's command: a pooled sandbox
-// gets its real one when it is handed out.
-var placeholderCommand = []string{"/bin/true"}
-
 // NewPool starts keeping size sandboxes built from template, which is
 // checked as Run would check it. Close ends them. With size 0 no sandbox is
 // kept ready, but the runs still share one cgroup janitor, which saves a
@@ -76,7 +72,8 @@ func NewPool(template Spec, size int) (*Pool, error) {
 	size = max(size, 0)
 	spec := template
 	if len(spec.Command) == 0 {
-		spec.Command = placeholderCommand
+		// Never run: a ready sandbox gets its command when handed out.
+		spec.Command = []string{"/bin/true"}
 	}
 	p, err := prepare(&spec)
 	if err != nil {
