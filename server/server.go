@@ -415,6 +415,7 @@ func Serve(ctx context.Context, l net.Listener, opts Options, grace time.Duratio
 	hs := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return base },
 	}
 	served := make(chan error, 1)
