@@ -52,7 +52,7 @@ test-cgroup2:
 	$(GO) test -c -o bin/vm/library.test .; \
 	set +e; cd test; \
 	for try in 1 2; do \
-		JAIL_TEST_BINARIES=$(CURDIR)/bin/vm $(VM_RUN) --timeout 1200 -- sh -c '$(CURDIR)/bin/vm/library.test -test.v -test.timeout 5m && $(CURDIR)/bin/vm/integration.test -test.v -test.timeout 15m'; \
+		JAIL_TEST_BINARIES=$(CURDIR)/bin/vm $(VM_RUN) --timeout 1200 --share-ro $(CURDIR)/bin/vm -- sh -c '$(CURDIR)/bin/vm/library.test -test.v -test.timeout 5m && $(CURDIR)/bin/vm/integration.test -test.v -test.timeout 15m'; \
 		rc=$$?; \
 		[ $$rc = 124 ] && [ $$try = 1 ] || break; \
 		echo "test-cgroup2: the VM stalled (no test timed out, the guest did); one more try"; \
