@@ -21,7 +21,8 @@ const (
 )
 
 // RunRequest is the body of POST /v1/run: a command and the RUN OPTIONS of
-// `jail run`, named as in the CLI. Host paths must be absolute.
+// `jail run`, named as in the CLI. Host paths must be absolute. Cmd may be
+// left out with an image, whose Entrypoint and Cmd then run.
 type RunRequest struct {
 	Cmd  string   `json:"cmd"`
 	Args []string `json:"args,omitempty"`

@@ -87,7 +87,7 @@ func New(opts Options) *Server {
 	s.mux.HandleFunc(api.PathRun, func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
-			writeError(w, http.StatusMethodNotAllowed, r.Method+" "+api.PathRun+": only POST")
+			writeError(w, http.StatusMethodNotAllowed, "jail: "+r.Method+" "+api.PathRun+": only POST")
 			return
 		}
 		s.run(w, r)
@@ -95,7 +95,7 @@ func New(opts Options) *Server {
 	s.mux.HandleFunc(api.PathSandboxes, s.notYet)
 	s.mux.HandleFunc(api.PathSandboxes+"/", s.notYet)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
+		writeError(w, http.StatusNotFound, fmt.Sprintf("jail: no endpoint %s %s", r.Method, r.URL.Path))
 	})
 	s.cold, _ = jail.NewPool(jail.Spec{}, 0)
 	if opts.PoolSize > 0 {
@@ -163,7 +163,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) notYet(w http.ResponseWriter, r *http.Request) {
-	writeError(w, http.StatusNotImplemented, "persistent sandboxes are not implemented yet")
+	writeError(w, http.StatusNotImplemented, "jail: persistent sandboxes are not implemented yet")
 }
 
 func (s *Server) run(w http.ResponseWriter, r *http.Request) {
@@ -171,16 +171,16 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBytes))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "request body: "+err.Error())
+		writeError(w, http.StatusBadRequest, "jail: request body: "+err.Error())
 		return
 	}
 	if dec.More() {
-		writeError(w, http.StatusBadRequest, "request body: more than one JSON object")
+		writeError(w, http.StatusBadRequest, "jail: request body: more than one JSON object")
 		return
 	}
 	spec, err := specOf(&req)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		writeError(w, http.StatusBadRequest, "jail: "+err.Error())
 		return
 	}
 
@@ -236,14 +236,16 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 // specOf turns a request into a Spec, checking what only a server must: the
 // rest is checked by jail.Run as for the CLI.
 func specOf(req *api.RunRequest) (jail.Spec, error) {
-	if req.Cmd == "" {
-		return jail.Spec{}, errors.New("cmd: missing")
-	}
 	spec := jail.Spec{
-		Command: append([]string{req.Cmd}, req.Args...),
-		Image:   req.Image, Rootfs: req.Rootfs, Profile: req.Profile,
+		Image: req.Image, Rootfs: req.Rootfs, Profile: req.Profile,
 		CPUs: req.CPUs, Pids: req.Pids, Net: req.Net, Workspace: req.Workspace,
 		User: req.User, Workdir: req.Workdir, Hostname: req.Hostname, ReadOnly: req.ReadOnly,
+	}
+	switch {
+	case req.Cmd != "":
+		spec.Command = append([]string{req.Cmd}, req.Args...)
+	case req.Image == "" || len(req.Args) > 0:
+		return spec, errors.New("cmd: missing (only an image's own command may be left out)")
 	}
 	if spec.Profile == "" {
 		spec.Profile = "default"

@@ -161,7 +161,7 @@ func TestServeAnswersAsTheCLIExits(t *testing.T) {
 		} {
 			_, err := s.client.Run(ctx, bad)
 			var e *client.Error
-			if !errors.As(err, &e) || e.Status != 400 || e.Message == "" || strings.Contains(e.Message, "\n") {
+			if !errors.As(err, &e) || e.Status != 400 || !strings.HasPrefix(e.Message, "jail: ") || strings.Contains(e.Message, "\n") {
 				t.Errorf("%+v: %v; want a one-line 400", bad, err)
 			}
 		}
