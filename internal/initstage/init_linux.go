@@ -13,7 +13,7 @@
 // command (which shares its uid) cannot ptrace it or open /proc/1/fd, environ
 // or exe; every descriptor but stdio is close-on-exec; and the command is
 // forked from one dedicated OS thread whose privileges were dropped first, in
-// the order written in spawn.
+// the order written in lockDown and spawn.
 package initstage
 
 import (
@@ -165,6 +165,9 @@ func setup(cfg *config.Init, conn *control.Conn, notifying <-chan struct{}) (int
 	// sandbox (its cgroup placement) is in place. A sandbox built ahead of
 	// need (jail.Pool) waits here, ready, and learns its command and its
 	// stdin only now.
+	if err := lockDown(); err != nil {
+		return 0, err
+	}
 	if err := conn.Send(control.Message{Kind: control.KindReady}); err != nil {
 		return 0, &setupError{step: "report ready", err: err}
 	}
@@ -207,9 +210,29 @@ func setup(cfg *config.Init, conn *control.Conn, notifying <-chan struct{}) (int
 	return pid, nil
 }
 
-// spawn starts the command from this thread after dropping, in this order,
-// everything the command must not have. The init keeps its own privileges on
-// its other threads: it still has to reap and report.
+// lockDown takes from this thread, which forks the command, the first two
+// of the things the command must not have; spawn takes the third. Nothing
+// the init does on this thread between them needs either. It runs before the
+// init reports ready, so that a sandbox built ahead of need has it done.
+// The init keeps its own privileges on its other threads: it still has to
+// reap and report.
+func lockDown() error {
+	// 1. Capabilities: empty the bounding set, so no exec can ever grant
+	// any; clear ambient and inheritable. Permitted and effective stay
+	// until the exec (they let the child switch user) and the exec then
+	// computes them as empty.
+	if err := dropCapabilities(); err != nil {
+		return &setupError{step: "drop capabilities", err: err}
+	}
+	// 2. No exec may grant privileges (setuid bits, file capabilities).
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return &setupError{step: "no_new_privs", err: err}
+	}
+	return nil
+}
+
+// spawn starts the command from this thread, after lockDown, once the
+// profile's filter is loaded.
 func spawn(p *config.Process, policy filter.Filter, stdio []uintptr) (int, error) {
 	path, err := lookPath(p.Args[0], envValue(p.Env, "PATH"))
 	if err != nil {
@@ -219,19 +242,9 @@ func spawn(p *config.Process, policy filter.Filter, stdio []uintptr) (int, error
 		return 0, &setupError{step: "workdir " + p.Cwd, err: errors.New("no such directory in the sandbox")}
 	}
 
-	// 1. Capabilities: empty the bounding set, so no exec can ever grant
-	// any; clear ambient and inheritable. Permitted and effective stay
-	// until the exec (they let the child switch user) and the exec then
-	// computes them as empty.
-	if err := dropCapabilities(); err != nil {
-		return 0, &setupError{step: "drop capabilities", err: err}
-	}
-	// 2. No exec may grant privileges (setuid bits, file capabilities).
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return 0, &setupError{step: "no_new_privs", err: err}
-	}
-	// 3. The profile's seccomp filter, last: from here on this thread, and
-	// the command forked from it, make only the syscalls it allows.
+	// 3. The profile's seccomp filter, last (steps 1 and 2 are in
+	// lockDown): from here on this thread, and the command forked from it,
+	// make only the syscalls it allows.
 	if err := filter.Load(policy); err != nil {
 		return 0, &setupError{step: "seccomp", err: err}
 	}
