@@ -236,13 +236,7 @@ func (pool *Pool) runTimed(ctx context.Context, spec Spec) (Result, *timings, er
 		t.done = time.Now()
 		return res, t, err
 	}
-	s := pool.supervisor(&spec, p, t)
-	if err := s.boot(); err != nil {
-		s.close()
-		t.done = time.Now()
-		return Result{ExitCode: ExitSetup}, t, err
-	}
-	res, err := s.finish(ctx, &spec, nil)
+	res, err := pool.supervisor(&spec, p, t).runCold(ctx)
 	t.done = time.Now()
 	return res, t, err
 }

@@ -55,12 +55,16 @@ func runTimed(ctx context.Context, spec Spec) (Result, *timings, error) {
 // runPlan builds the sandbox p describes, runs spec's command in it and
 // tears it down. It takes over p.
 func runPlan(ctx context.Context, spec *Spec, p *plan, t *timings) (Result, error) {
-	s := newSupervisor(spec, p, t)
+	return newSupervisor(spec, p, t).runCold(ctx)
+}
+
+// runCold builds the sandbox and runs the command of the plan in it.
+func (s *supervisor) runCold(ctx context.Context) (Result, error) {
 	if err := s.boot(); err != nil {
 		s.close()
 		return Result{ExitCode: ExitSetup}, err
 	}
-	return s.finish(ctx, spec, nil)
+	return s.finish(ctx, s.spec, nil)
 }
 
 func newSupervisor(spec *Spec, p *plan, t *timings) *supervisor {
