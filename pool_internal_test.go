@@ -39,3 +39,44 @@ func TestPoolRebuildsOldSandboxes(t *testing.T) {
 		t.Errorf("run: %v %+v (pooled: %v)", err, res, tm.cgroup.IsZero())
 	}
 }
+
+// TestPoolReplacesAStaleSandbox: a ready sandbox that no longer is what the
+// template resolves to (the host changed after it was built) is never run:
+// the run starts cold, and the pool builds a new one.
+func TestPoolReplacesAStaleSandbox(t *testing.T) {
+	pool, err := NewPool(Spec{}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	pool.waitReady(20 * time.Second)
+	// As if the template now resolved to another sandbox than the ready
+	// one: the host name stands for any change.
+	stale := Spec{Command: []string{"hostname"}, Hostname: "changed", Capture: true}
+	p, err := prepare(&stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.mu.Lock()
+	pool.key = keyOf(p)
+	built := pool.built
+	pool.mu.Unlock()
+	p.close()
+	res, tm, err := pool.runTimed(t.Context(), stale)
+	if err != nil || res.Stdout != "changed\n" || tm.cgroup.IsZero() && tm.initStarted.IsZero() {
+		t.Fatalf("run: %v %+v (cold: %v)", err, res, !tm.initStarted.IsZero())
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		pool.mu.Lock()
+		n := pool.built
+		pool.mu.Unlock()
+		if n > built {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no new sandbox built after the stale one was dropped")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -99,7 +99,7 @@ type supervisor struct {
 	// handout is closed when the sandbox gets the command it runs: from
 	// then on s.spec is the caller's and the output has its captures.
 	handout chan struct{}
-	// finished is closed when finish is done with the sandbox.
+	// finished is closed when finish or discard is done with the sandbox.
 	finished chan struct{}
 	// watch, when set, is the janitor shared by the sandboxes of a Pool;
 	// onDone is called once nothing of the sandbox is left on the host.
@@ -192,6 +192,7 @@ func (s *supervisor) ended() bool {
 
 // discard ends a booted sandbox that never ran a command.
 func (s *supervisor) discard() {
+	defer close(s.finished)
 	_ = s.cmd.Process.Kill()
 	<-s.reaped
 	s.stdout, s.stderr = newCapture(nil, false, 0), newCapture(nil, false, 0)
