@@ -10,7 +10,6 @@ package api
 import (
 	"encoding/json"
 	"fmt"
-	"strconv"
 )
 
 // Paths of the endpoints.
@@ -64,12 +63,6 @@ func (s *Size) UnmarshalJSON(b []byte) error {
 	}
 	*s = Size(str)
 	return nil
-}
-
-// Bytes returns the size as a number when it is one.
-func (s Size) Bytes() (int64, bool) {
-	n, err := strconv.ParseInt(string(s), 10, 64)
-	return n, err == nil
 }
 
 // Result is how a command ended: the result object of `jail run --json`.

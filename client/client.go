@@ -73,29 +73,26 @@ func (c *Client) Stream(ctx context.Context, req api.RunRequest, stdout, stderr 
 	lines := bufio.NewScanner(resp.Body)
 	lines.Buffer(make([]byte, 64<<10), 64<<20)
 	for lines.Scan() {
-		var ev struct {
+		var line struct {
 			api.Event
 			api.Result
+			ExitCode *int `json:"exit_code"` // only the result has one
 		}
-		if err := json.Unmarshal(lines.Bytes(), &ev); err != nil {
+		if err := json.Unmarshal(lines.Bytes(), &line); err != nil {
 			return res, fmt.Errorf("stream: %w", err)
 		}
-		switch ev.Stream {
-		case "stdout":
-			if stdout != nil {
-				io.WriteString(stdout, ev.Data)
-			}
-		case "stderr":
-			if stderr != nil {
-				io.WriteString(stderr, ev.Data)
-			}
+		switch {
+		case line.Stream == "stdout" && stdout != nil:
+			io.WriteString(stdout, line.Data)
+		case line.Stream == "stderr" && stderr != nil:
+			io.WriteString(stderr, line.Data)
+		case line.Stream != "":
+		case line.ExitCode != nil:
+			res = line.Result
+			res.ExitCode = *line.ExitCode
+			return res, nil
 		default:
-			var last map[string]json.RawMessage
-			_ = json.Unmarshal(lines.Bytes(), &last)
-			if _, ok := last["exit_code"]; !ok {
-				return res, &Error{Status: http.StatusInternalServerError, Message: ev.Result.Error}
-			}
-			return ev.Result, nil
+			return res, &Error{Status: http.StatusInternalServerError, Message: line.Result.Error}
 		}
 	}
 	if err := lines.Err(); err != nil {
