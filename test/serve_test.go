@@ -286,3 +286,30 @@ func TestSIGKILLedServeLeavesNothing(t *testing.T) {
 		// sandboxes, the running one and their cgroups are gone.
 	})
 }
+
+// TestServeRefusesBadFlags: bad flags, and no place for the socket, are one
+// `jail: ` line and exit status 125, and leave no socket behind.
+func TestServeRefusesBadFlags(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		dir := sharedTempDir(t, nil)
+		cases := [][]string{
+			{"serve", "--pool", "-1", "--socket", filepath.Join(dir, "a.sock")},
+			{"serve", "--max-runs", "-2", "--socket", filepath.Join(dir, "b.sock")},
+			{"serve", "--socket", filepath.Join(dir, "c.sock"), "extra"},
+			{"serve", "--bogus"},
+		}
+		if m.rootless {
+			// Without XDG_RUNTIME_DIR there is no default socket.
+			cases = append(cases, []string{"serve"})
+		}
+		for _, args := range cases {
+			r := jail(t, m, args...)
+			if r.code != 125 || !strings.HasPrefix(r.stderr, "jail: ") || strings.Count(r.stderr, "\n") != 1 {
+				t.Errorf("%v: exit %d, stderr %q", args, r.code, r.stderr)
+			}
+		}
+		if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) > 0 {
+			t.Errorf("left behind: %v", left)
+		}
+	})
+}
