@@ -167,15 +167,6 @@ func ExitCode(err error) int {
 	}
 }
 
-// refused marks err, from prepare, as the request's own fault.
-func refused(err error) error {
-	var se *SetupError
-	if errors.As(err, &se) {
-		se.Refused = true
-	}
-	return err
-}
-
 func invalid(step, format string, args ...any) error {
 	return &SetupError{Step: step, Err: fmt.Errorf(format, args...)}
 }

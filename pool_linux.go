@@ -225,7 +225,7 @@ func (pool *Pool) runTimed(ctx context.Context, spec Spec) (Result, *timings, er
 	t := &timings{start: time.Now()}
 	p, err := prepare(&spec)
 	if err != nil {
-		return Result{ExitCode: ExitSetup}, t, refused(err)
+		return Result{ExitCode: ExitSetup}, t, err
 	}
 	t.prepared = time.Now()
 	if s := pool.take(p); s != nil {

@@ -90,8 +90,19 @@ func (p *plan) close() {
 	}
 }
 
-// prepare validates spec and resolves it. It changes nothing on the host.
+// prepare validates spec and resolves it. It changes nothing on the host;
+// what it refuses is the request's own fault (SetupError.Refused).
 func prepare(spec *Spec) (*plan, error) {
+	p, err := resolve(spec)
+	var se *SetupError
+	if errors.As(err, &se) {
+		se.Refused = true
+	}
+	return p, err
+}
+
+// resolve is prepare, short of marking its errors.
+func resolve(spec *Spec) (*plan, error) {
 	var image *images.Image
 	store := ImageStore()
 	if spec.Image != "" {

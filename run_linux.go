@@ -44,7 +44,7 @@ func runTimed(ctx context.Context, spec Spec) (Result, *timings, error) {
 	t := &timings{start: time.Now()}
 	p, err := prepare(&spec)
 	if err != nil {
-		return Result{ExitCode: ExitSetup}, t, refused(err)
+		return Result{ExitCode: ExitSetup}, t, err
 	}
 	t.prepared = time.Now()
 	res, err := runPlan(ctx, &spec, p, t)
@@ -69,7 +69,8 @@ func (s *supervisor) runCold(ctx context.Context) (Result, error) {
 
 func newSupervisor(spec *Spec, p *plan, t *timings) *supervisor {
 	return &supervisor{spec: spec, plan: p, start: t.start, times: t,
-		reaped: make(chan struct{}), handout: make(chan struct{}), finished: make(chan struct{})}
+		reaped: make(chan struct{}), handout: make(chan struct{}), finished: make(chan struct{}),
+		reports: make(chan report, 1), ready: make(chan struct{}), exitReport: make(chan report, 1), waited: make(chan error, 1)}
 }
 
 // supervisor is the host side of one running sandbox.
@@ -152,11 +153,7 @@ func (s *supervisor) boot() error {
 	}
 	s.times.initStarted = time.Now()
 
-	s.reports = make(chan report, 1)
-	s.ready = make(chan struct{})
-	s.exitReport = make(chan report, 1)
-	go func() { s.reports <- s.listen(s.exitReport) }()
-	s.waited = make(chan error, 1)
+	go func() { s.reports <- s.listen() }()
 	go func() {
 		err := s.cmd.Wait()
 		close(s.reaped)
@@ -545,8 +542,8 @@ func (s *supervisor) stdinFor() (*os.File, error) {
 }
 
 // listen reads the init's reports until it closes the socket; the exit
-// report also goes to exitReport as soon as it arrives.
-func (s *supervisor) listen(exitReport chan<- report) report {
+// report also goes to s.exitReport as soon as it arrives.
+func (s *supervisor) listen() report {
 	var rep report
 	for {
 		msg, files, err := s.conn.Recv()
@@ -575,7 +572,7 @@ func (s *supervisor) listen(exitReport chan<- report) report {
 		case control.KindExit:
 			s.times.exitReported = time.Now()
 			rep.exited, rep.code, rep.signal = true, msg.Code, msg.Signal
-			exitReport <- rep
+			s.exitReport <- rep
 		}
 		for _, f := range files {
 			f.Close()

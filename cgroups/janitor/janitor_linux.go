@@ -43,6 +43,16 @@ const mountpoint = "/sys/fs/cgroup"
 // kernel when the supervisor dies), then removes whatever of dirs is left.
 // wait reaps it.
 func Start(path string, dirs []string) (release *os.File, wait func(), err error) {
+	w, cmd, err := launch(path, dirs)
+	if err != nil {
+		return nil, nil, err
+	}
+	return w, func() { _ = cmd.Wait() }, nil
+}
+
+// launch starts a janitor with args, in a session of its own, reading its
+// stdin from the returned pipe.
+func launch(path string, args []string) (*os.File, *exec.Cmd, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, nil, err
@@ -50,7 +60,7 @@ func Start(path string, dirs []string) (release *os.File, wait func(), err error
 	defer r.Close()
 	cmd := &exec.Cmd{
 		Path:        path,
-		Args:        append([]string{Arg}, dirs...),
+		Args:        append([]string{Arg}, args...),
 		Env:         []string{},
 		Stdin:       r,
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
@@ -59,7 +69,7 @@ func Start(path string, dirs []string) (release *os.File, wait func(), err error
 		w.Close()
 		return nil, nil, fmt.Errorf("start cgroup janitor: %w", err)
 	}
-	return w, func() { _ = cmd.Wait() }, nil
+	return w, cmd, nil
 }
 
 // Main is the janitor process: it waits for stdin to close, then removes
@@ -145,21 +155,9 @@ type Watch struct {
 
 // StartWatch starts a watching janitor from the program at path.
 func StartWatch(path string) (*Watch, error) {
-	r, w, err := os.Pipe()
+	w, cmd, err := launch(path, []string{watchArg})
 	if err != nil {
 		return nil, err
-	}
-	defer r.Close()
-	cmd := &exec.Cmd{
-		Path:        path,
-		Args:        []string{Arg, watchArg},
-		Env:         []string{},
-		Stdin:       r,
-		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
-	}
-	if err := cmd.Start(); err != nil {
-		w.Close()
-		return nil, fmt.Errorf("start cgroup janitor: %w", err)
 	}
 	return &Watch{w: w, cmd: cmd}, nil
 }

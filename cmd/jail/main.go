@@ -2,6 +2,8 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 
@@ -51,6 +53,24 @@ func dispatch(args []string) int {
 		return fail("%s: not implemented yet", args[0])
 	default:
 		return fail("unknown command %q (see 'jail help')", args[0])
+	}
+}
+
+// parseFlags parses args into fs. done is true when the command is over:
+// help was asked for (code 0, usage and flags printed) or a flag is bad
+// (code 125, one line).
+func parseFlags(fs *flag.FlagSet, args []string, usage string) (code int, done bool) {
+	err := fs.Parse(args)
+	switch {
+	case err == nil:
+		return 0, false
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Println("usage: " + usage)
+		fs.SetOutput(os.Stdout)
+		fs.PrintDefaults()
+		return 0, true
+	default:
+		return fail("%s: %v", fs.Name(), err), true
 	}
 }
 

@@ -109,14 +109,8 @@ func runCommand(args []string) int {
 	fs.SetOutput(io.Discard)
 	var f runFlags
 	f.register(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Println("usage: jail run [RUN OPTIONS] [--] COMMAND [ARG...]")
-			fs.SetOutput(os.Stdout)
-			fs.PrintDefaults()
-			return 0
-		}
-		return fail("run: %v", err)
+	if code, done := parseFlags(fs, args, "jail run [RUN OPTIONS] [--] COMMAND [ARG...]"); done {
+		return code
 	}
 	spec, err := f.spec(fs.Args())
 	if err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -22,14 +21,8 @@ func serveCommand(args []string) int {
 	socket := fs.String("socket", "", "unix socket to listen on (default /run/jail/jail.sock for root, $XDG_RUNTIME_DIR/jail/jail.sock otherwise)")
 	pool := fs.Int("pool", 2, "sandboxes kept ready per (image, root, profile); 0 for none")
 	maxRuns := fs.Int("max-runs", 0, "runs at once; later requests wait (default 16 per CPU)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Println("usage: jail serve [--socket PATH] [--pool N] [--max-runs N]")
-			fs.SetOutput(os.Stdout)
-			fs.PrintDefaults()
-			return 0
-		}
-		return fail("serve: %v", err)
+	if code, done := parseFlags(fs, args, "jail serve [--socket PATH] [--pool N] [--max-runs N]"); done {
+		return code
 	}
 	if fs.NArg() > 0 {
 		return fail("serve: unexpected argument %q", fs.Arg(0))
