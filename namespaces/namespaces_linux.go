@@ -161,12 +161,10 @@ func (id Identity) SysProcAttr() *syscall.SysProcAttr {
 // (self with argv[0] HolderArg) that owns the namespace until the file is
 // open. Only host root can use the result with mount_setattr.
 func MappingUserns(uidMap, gidMap []syscall.SysProcIDMap) (*os.File, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("id-mapping namespace: %w", err)
-	}
 	holder := &exec.Cmd{
-		Path: self,
+		// The running binary, even one started from a memfd (the tools
+		// program, when it serves) that has no path.
+		Path: "/proc/self/exe",
 		Args: []string{HolderArg},
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags:  unix.CLONE_NEWUSER,

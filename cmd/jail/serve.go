@@ -1,20 +1,17 @@
 package main
 
 import (
-	"context"
 	"flag"
-	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
-	"time"
+	"strconv"
 
-	"github.com/jail-sandbox/jail/server"
+	"github.com/jail-sandbox/jail/internal/programs"
 )
 
 // serveCommand is `jail serve`: the HTTP API on a unix socket until SIGINT
-// or SIGTERM.
+// or SIGTERM. The server is the tools program's, which jail becomes (same
+// pid) once the flags are checked: net/http stays out of the jail binary,
+// whose every start it would slow.
 func serveCommand(args []string) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -33,22 +30,6 @@ func serveCommand(args []string) int {
 	if *maxRuns < 0 {
 		return fail("serve: --max-runs %d: must be positive", *maxRuns)
 	}
-	path := *socket
-	if path == "" {
-		var err error
-		if path, err = server.DefaultSocket(); err != nil {
-			return fail("serve: %v", err)
-		}
-	}
-	l, err := server.Listen(path)
-	if err != nil {
-		return fail("serve: %v", err)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	fmt.Fprintf(os.Stderr, "jail: serving on %s\n", path)
-	if err := server.Serve(ctx, l, server.Options{PoolSize: *pool, MaxRuns: *maxRuns}, 10*time.Second); err != nil {
-		return fail("serve: %v", err)
-	}
-	return 0
+	err := programs.ExecTools([]string{"serve", *socket, strconv.Itoa(*pool), strconv.Itoa(*maxRuns)})
+	return fail("serve: %v", err)
 }

@@ -1,4 +1,4 @@
-//go:build !jail_noprograms
+//go:build !jail_noprograms && !jail_tools
 
 package programs
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"runtime"
 	"syscall"
@@ -42,6 +43,22 @@ func RunTools(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, er
 		return 0, fmt.Errorf("tools program: %w", err)
 	}
 	return 0, nil
+}
+
+// ExecTools replaces the calling process with the tools program, run with
+// args: for a command that is all the tools program's, such as serving,
+// whose process then keeps the caller's pid, stdio and signals. It returns
+// only on failure.
+func ExecTools(args []string) error {
+	p, err := Open(Tools)
+	if err != nil {
+		return err
+	}
+	// A memfd's path stays valid through the exec: the kernel opens the
+	// program before it closes the close-on-exec descriptors.
+	err = syscall.Exec(p.Path, append([]string{"jail-tools"}, args...), os.Environ())
+	p.Close()
+	return fmt.Errorf("tools program: %w", err)
 }
 
 // SeccompCompiler compiles profiles in the tools program. Its identity, part
