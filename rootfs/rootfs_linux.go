@@ -425,8 +425,13 @@ func (b *builder) kernelFilesystems(devices []*os.File) error {
 	if err != nil {
 		return step("mount /dev", err)
 	}
+	devDir, err := b.topDir("/dev")
+	if err != nil {
+		return step("open /dev", err)
+	}
+	defer devDir.Close()
 	for i, d := range hostDevices {
-		target, err := b.file("/dev/" + d.name)
+		target, err := createFile(devDir, d.name)
 		if err != nil {
 			return step("create /dev/"+d.name, err)
 		}
@@ -436,11 +441,6 @@ func (b *builder) kernelFilesystems(devices []*os.File) error {
 			return step("bind /dev/"+d.name, err)
 		}
 	}
-	devDir, err := b.topDir("/dev")
-	if err != nil {
-		return step("open /dev", err)
-	}
-	defer devDir.Close()
 	for name, target := range devSymlinks {
 		if err := unix.Symlinkat(target, int(devDir.Fd()), name); err != nil {
 			return step("create /dev/"+name, err)
@@ -674,6 +674,23 @@ func (b *builder) file(path string) (*os.File, error) {
 		unix.Close(fd)
 	}
 	return openInRoot(parent, name)
+}
+
+// createFile creates the empty file name in dir, a directory of a
+// filesystem this init just mounted, and returns an O_PATH handle of it to
+// mount on. Nothing else can have written there, so no path resolution
+// inside the root is needed (the lookups of file cost 0.1 ms each).
+func createFile(dir *os.File, name string) (*os.File, error) {
+	fd, err := unix.Openat(int(dir.Fd()), name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	unix.Close(fd)
+	fd, err = unix.Openat(int(dir.Fd()), name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), name), nil
 }
 
 // attach clones the mount at (dirfd, path), sets attrs on the clone while it
