@@ -11,8 +11,8 @@ import (
 // TestBuildWithoutPrograms: a build that embeds neither helper program (a
 // plain `go build`, as a library user gets) still runs sandboxes, its own
 // binary re-executed as their init, under the built-in profiles; what needs
-// the tools program (a user profile, image pull, the server) says so in one
-// line.
+// the tools program (a user profile, image pull) or the server program says
+// so in one line.
 func TestBuildWithoutPrograms(t *testing.T) {
 	if os.Getenv("JAIL_TEST_BINARIES") != "" {
 		t.Skip("built and tested on the host")
@@ -44,9 +44,17 @@ func TestBuildWithoutPrograms(t *testing.T) {
 		if r := run("run", "--", "sh", "-c", "echo ok"); r.code != 0 || r.stdout != "ok\n" {
 			t.Errorf("run: exit %d, %q %q", r.code, r.stdout, r.stderr)
 		}
-		for _, args := range [][]string{{"run", "--profile", "mine", "--", "true"}, {"image", "pull", "localhost/x:1"}, {"serve", "--socket", filepath.Join(profiles, "x.sock")}} {
+		for _, c := range []struct {
+			args    []string
+			program string
+		}{
+			{[]string{"run", "--profile", "mine", "--", "true"}, "tools"},
+			{[]string{"image", "pull", "localhost/x:1"}, "tools"},
+			{[]string{"serve", "--socket", filepath.Join(profiles, "x.sock")}, "server"},
+		} {
+			args := c.args
 			r := run(args...)
-			if r.code != 125 || !strings.Contains(r.stderr, "no tools program") || strings.Count(r.stderr, "\n") != 1 {
+			if r.code != 125 || !strings.Contains(r.stderr, "no "+c.program+" program") || strings.Count(r.stderr, "\n") != 1 {
 				t.Errorf("%s: exit %d, stderr %q", strings.Join(args, " "), r.code, r.stderr)
 			}
 		}

@@ -9,9 +9,9 @@ import (
 )
 
 // serveCommand is `jail serve`: the HTTP API on a unix socket until SIGINT
-// or SIGTERM. The server is the tools program's, which jail becomes (same
-// pid) once the flags are checked: net/http stays out of the jail binary,
-// whose every start it would slow.
+// or SIGTERM. The server is a program of its own (see package programs),
+// which jail becomes (same pid) once the flags are checked: net/http stays
+// out of the jail binary, whose every start it would slow.
 func serveCommand(args []string) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -30,6 +30,6 @@ func serveCommand(args []string) int {
 	if *maxRuns < 0 {
 		return fail("serve: --max-runs %d: must be positive", *maxRuns)
 	}
-	err := programs.ExecTools([]string{"serve", *socket, strconv.Itoa(*pool), strconv.Itoa(*maxRuns)})
+	err := programs.Exec(programs.Server, []string{*socket, strconv.Itoa(*pool), strconv.Itoa(*maxRuns)})
 	return fail("serve: %v", err)
 }

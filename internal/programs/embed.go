@@ -1,4 +1,4 @@
-//go:build !jail_noprograms && !jail_tools
+//go:build !jail_noprograms && !jail_server
 
 package programs
 

@@ -1,25 +1,28 @@
-// Package programs holds the two helper programs built into jail and starts
-// them:
+// Package programs holds the three helper programs built into jail and
+// starts them:
 //
 //   - stage: a sandbox's init and the cgroup janitor (package stage). It
 //     links only what they need and starts in about a third of the time the
 //     jail binary takes, which every sandbox pays twice.
-//   - tools: what needs heavy dependencies and runs rarely or long: image
-//     import and pull (go-containerregistry, package images/fetch),
-//     compiling seccomp filters (libseccomp through cgo, package
-//     seccomp/compile) and the HTTP server of `jail serve` (net/http,
-//     package server). Keeping them out of the jail binary keeps its own
-//     start short (net/http alone added 0.6 ms to every `jail run`) and the
-//     binary free of cgo. It embeds the stage program, for the server's
-//     sandboxes.
+//   - tools: what needs heavy dependencies and runs rarely: image import
+//     and pull (go-containerregistry, package images/fetch) and compiling
+//     seccomp filters (libseccomp through cgo, package seccomp/compile).
+//   - server: `jail serve`, the HTTP API (net/http, package server), which
+//     jail execs. It embeds the stage program, for its sandboxes.
+//
+// Keeping these out of the jail binary keeps its own start short (net/http
+// alone added 0.6 ms to every `jail run`) and the binary free of cgo. The
+// server is pure Go, not part of the tools program: a cgo binary's larger
+// address space made each of the server's forks dearer.
 //
 // They are built and embedded at build time (go generate
 // ./internal/programs; make build does it) and run from a copy in jail's
 // runtime directory, written once per program version, which no sandbox can
 // see; or else from a sealed memfd. A build without them (a plain go build)
 // starts the stages by re-executing the running binary instead, which then
-// must call stage.Main first thing (jail.Init does), and has no tools: image
-// import and pull and user profiles then fail with a message saying so.
+// must call stage.Main first thing (jail.Init does), and has neither tools
+// nor server: image import and pull, user profiles and serving then fail
+// with a message saying so.
 package programs
 
 import (
@@ -34,16 +37,19 @@ import (
 )
 
 //go:generate sh -c "CGO_ENABLED=0 go build -trimpath -ldflags=-s -o bin/stage ./stage && sha256sum bin/stage | cut -c1-64 > bin/stage.sha256"
-//go:generate sh -c "go build -trimpath -tags netgo,osusergo,jail_tools -ldflags '-s -linkmode external -extldflags -static' -o bin/tools ./tools && sha256sum bin/tools | cut -c1-64 > bin/tools.sha256"
+//go:generate sh -c "CGO_ENABLED=0 go build -trimpath -tags jail_server -ldflags=-s -o bin/server ./server && sha256sum bin/server | cut -c1-64 > bin/server.sha256"
+//go:generate sh -c "go build -trimpath -tags netgo,osusergo -ldflags '-s -linkmode external -extldflags -static' -o bin/tools ./tools && sha256sum bin/tools | cut -c1-64 > bin/tools.sha256"
 
 // Names of the programs.
 const (
-	Stage = "stage"
-	Tools = "tools"
+	Stage  = "stage"
+	Tools  = "tools"
+	Server = "server"
 )
 
-// ErrNotBuilt: this build of jail has no tools program.
-var ErrNotBuilt = errors.New("this build of jail has no tools program (build it with make build, or go generate ./internal/programs first)")
+// ErrNotBuilt: this build of jail has not the program asked for (the errors
+// of Open wrap it).
+var ErrNotBuilt = errors.New("build it with make build, or go generate ./internal/programs first")
 
 // memfdFD is where the program's memfd is kept: above any descriptor a
 // child is handed (the supervisor passes a few as 3, 4, ...), so that
@@ -71,7 +77,7 @@ func Version(name string) string {
 // Open returns program name to start: from a copy in the caller's runtime
 // directory (written once per program version) or else from a sealed
 // memfd. Without an embedded copy, the stage program is the running
-// executable and the tools program is ErrNotBuilt.
+// executable and the others are ErrNotBuilt.
 func Open(name string) (*Program, error) {
 	self := &Program{Path: "/proc/self/exe"}
 	version := Version(name)
@@ -79,7 +85,7 @@ func Open(name string) (*Program, error) {
 		if name == Stage {
 			return self, nil
 		}
-		return nil, ErrNotBuilt
+		return nil, fmt.Errorf("this build of jail has no %s program (%w)", name, ErrNotBuilt)
 	}
 	if dir := Dir(); dir != "" {
 		if path, err := cachedCopy(dir, name, version); err == nil {

@@ -1,13 +1,11 @@
 // Command tools is the tools program of jail (see package programs): image
-// import and pull, compiling seccomp filters, and the server of `jail
-// serve`. jail runs it with the caller's arguments and stdio (and execs it
-// to serve); it is embedded in jail at build time and never installed on
-// its own.
+// import and pull, and compiling seccomp filters. jail runs it with the
+// caller's arguments and stdio; it is embedded in jail at build time and
+// never installed on its own.
 //
 //	tools compile          profile JSON on stdin, filter JSON on stdout
 //	tools image import PATH [--name NAME[:TAG]] [--quiet]
 //	tools image pull REF [--quiet]
-//	tools serve SOCKET POOL MAX-RUNS
 package main
 
 import (
@@ -17,26 +15,19 @@ import (
 	"io"
 	"os"
 
-	"github.com/jail-sandbox/jail"
 	"github.com/jail-sandbox/jail/profiles"
 	"github.com/jail-sandbox/jail/seccomp/compile"
 )
 
 func main() {
-	// The server's sandboxes may start helpers from this binary (the
-	// holder of an id-mapping namespace; the stages, should its embedded
-	// stage program be unusable).
-	jail.Init()
 	if len(os.Args) < 2 {
-		os.Exit(fail("tools: which command? (compile, image, serve)"))
+		os.Exit(fail("tools: which command? (compile, image)"))
 	}
 	switch os.Args[1] {
 	case "compile":
 		os.Exit(compileCommand(os.Stdin, os.Stdout))
 	case "image":
 		os.Exit(imageCommand(os.Args[2:]))
-	case "serve":
-		os.Exit(serveCommand(os.Args[2:]))
 	}
 	os.Exit(fail("tools: unknown command %q", os.Args[1]))
 }

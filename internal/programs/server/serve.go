@@ -12,10 +12,10 @@ import (
 	"github.com/jail-sandbox/jail/server"
 )
 
-// serveCommand is `jail serve` once jail has checked its flags:
-// `tools serve SOCKET POOL MAX-RUNS`, SOCKET empty for the default. It
-// serves until SIGINT or SIGTERM.
-func serveCommand(args []string) int {
+// serve is `jail serve` once jail has checked its flags: SOCKET POOL
+// MAX-RUNS, SOCKET empty for the default. It serves until SIGINT or
+// SIGTERM.
+func serve(args []string) int {
 	if len(args) != 3 {
 		return fail("serve: want SOCKET POOL MAX-RUNS, got %d arguments", len(args))
 	}

@@ -1,0 +1,29 @@
+// Command server is the server program of jail (see package programs): `jail
+// serve`, the HTTP API on a unix socket. jail checks the flags and then
+// execs it, so it keeps jail's pid; it is embedded in jail at build time
+// and never installed on its own.
+//
+//	server SOCKET POOL MAX-RUNS     SOCKET empty for the default
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/jail-sandbox/jail"
+)
+
+func main() {
+	// The sandboxes may start helpers from this binary: the holder of an
+	// id-mapping namespace, and the stages should the embedded stage
+	// program be unusable.
+	jail.Init()
+	os.Exit(serve(os.Args[1:]))
+}
+
+// fail prints a one-line error as jail does and returns jail's status for
+// its own failures.
+func fail(format string, args ...any) int {
+	fmt.Fprintf(os.Stderr, "jail: "+format+"\n", args...)
+	return jail.ExitSetup
+}
