@@ -102,13 +102,15 @@ func ours(dir string) bool {
 }
 
 // Remove kills what remains in each cgroup directory and removes it,
-// retrying while the kernel still counts exiting processes.
+// retrying while the kernel still counts exiting processes. The directory
+// is usually empty by then, so removing comes first and the list of
+// processes is read only when that fails: on v1 each read of cgroup.procs
+// builds a pid list that a kernel worker later frees.
 func Remove(dirs []string) error {
 	var firstErr error
 	for _, dir := range dirs {
 		deadline := time.Now().Add(5 * time.Second)
 		for {
-			killProcs(dir)
 			err := unix.Rmdir(dir)
 			if err == nil || errors.Is(err, unix.ENOENT) {
 				break
@@ -117,6 +119,10 @@ func Remove(dirs []string) error {
 				if firstErr == nil {
 					firstErr = fmt.Errorf("remove cgroup %s: %w", dir, err)
 				}
+				break
+			}
+			killProcs(dir)
+			if unix.Rmdir(dir) == nil {
 				break
 			}
 			time.Sleep(5 * time.Millisecond)
