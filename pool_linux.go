@@ -10,6 +10,7 @@ import (
 	"github.com/jail-sandbox/jail/cgroups"
 	"github.com/jail-sandbox/jail/cgroups/janitor"
 	"github.com/jail-sandbox/jail/internal/config"
+	"github.com/jail-sandbox/jail/internal/forker"
 	"github.com/jail-sandbox/jail/internal/programs"
 	"github.com/jail-sandbox/jail/namespaces"
 )
@@ -33,8 +34,10 @@ type Pool struct {
 	template Spec
 	// watch is the one cgroup janitor of all the pool's sandboxes (nil
 	// without cgroups, or when it could not start: each then has its own),
-	// started from program.
+	// and forker the process that starts their inits (nil when it could
+	// not start: the pool's own process does), both started from program.
 	watch   *janitor.Watch
+	forker  *forker.Forker
 	program *programs.Program
 	// active counts the pool's sandboxes not yet gone from the host.
 	active   sync.WaitGroup
@@ -80,14 +83,12 @@ func NewPool(template Spec, size int) (*Pool, error) {
 		return nil, err
 	}
 	pool := &Pool{template: spec, key: keyOf(p), maxAge: maxReadyAge, ready: make(chan *supervisor), stop: make(chan struct{})}
-	if p.cgroup.Version != cgroups.None {
-		if program, err := programs.Open(programs.Stage); err == nil {
-			if pool.watch, err = janitor.StartWatch(program.Path); err == nil {
-				pool.program = program
-			} else {
-				program.Close()
-			}
+	if program, err := programs.Open(programs.Stage); err == nil {
+		pool.program = program
+		if p.cgroup.Version != cgroups.None {
+			pool.watch, _ = janitor.StartWatch(program.Path)
 		}
+		pool.forker, _ = forker.Start(program.Path)
 	}
 	p.close()
 	pool.start(size)
@@ -247,7 +248,7 @@ func (pool *Pool) supervisor(spec *Spec, p *plan, t *timings) *supervisor {
 	pool.mu.Lock()
 	defer pool.mu.Unlock()
 	if !pool.closed {
-		s.watch = pool.watch
+		s.watch, s.forker = pool.watch, pool.forker
 		pool.active.Add(1)
 		s.onDone = pool.active.Done
 	}
@@ -293,12 +294,17 @@ func (pool *Pool) Close() error {
 	pool.closed = true
 	pool.mu.Unlock()
 	pool.active.Wait()
-	var err error
+	var errs []error
+	if pool.forker != nil {
+		errs = append(errs, pool.forker.Close())
+	}
 	if pool.watch != nil {
-		err = pool.watch.Close()
+		errs = append(errs, pool.watch.Close())
+	}
+	if pool.program != nil {
 		pool.program.Close()
 	}
-	return err
+	return errors.Join(errs...)
 }
 
 // sandboxKey is everything that makes one sandbox differ from another,

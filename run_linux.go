@@ -18,6 +18,7 @@ import (
 	"github.com/jail-sandbox/jail/cgroups/janitor"
 	"github.com/jail-sandbox/jail/internal/config"
 	"github.com/jail-sandbox/jail/internal/control"
+	"github.com/jail-sandbox/jail/internal/forker"
 	"github.com/jail-sandbox/jail/internal/initstage"
 	"github.com/jail-sandbox/jail/internal/programs"
 )
@@ -79,8 +80,11 @@ type supervisor struct {
 	plan  *plan
 	start time.Time
 
-	conn     *control.Conn
-	cmd      *exec.Cmd
+	conn *control.Conn
+	init initProcess // set once the init is started
+	// usage is the init's resource usage, when known, once reaped is
+	// closed.
+	usage    *syscall.Rusage
 	stdout   *capture
 	stderr   *capture
 	copies   sync.WaitGroup
@@ -102,9 +106,11 @@ type supervisor struct {
 	handout chan struct{}
 	// finished is closed when finish or discard is done with the sandbox.
 	finished chan struct{}
-	// watch, when set, is the janitor shared by the sandboxes of a Pool;
-	// onDone is called once nothing of the sandbox is left on the host.
+	// watch, when set, is the janitor shared by the sandboxes of a Pool,
+	// and forker the process that starts their inits; onDone is called
+	// once nothing of the sandbox is left on the host.
 	watch  *janitor.Watch
+	forker *forker.Forker
 	onDone func()
 	// What the background readers of the init yield (see boot).
 	reports    chan report   // everything the init said, once it is done
@@ -155,11 +161,50 @@ func (s *supervisor) boot() error {
 
 	go func() { s.reports <- s.listen() }()
 	go func() {
-		err := s.cmd.Wait()
+		usage, err := s.init.wait()
+		s.usage = usage
 		close(s.reaped)
 		s.waited <- err
 	}()
 	return nil
+}
+
+// initProcess is a sandbox's init as its supervisor sees it: a child of the
+// supervisor, or of its pool's forker.
+type initProcess interface {
+	signal(sig syscall.Signal) error
+	// wait returns once the init is reaped, with its resource usage when
+	// known.
+	wait() (*syscall.Rusage, error)
+}
+
+// childInit is an init the supervisor started itself.
+type childInit struct{ cmd *exec.Cmd }
+
+func (c childInit) signal(sig syscall.Signal) error { return c.cmd.Process.Signal(sig) }
+
+func (c childInit) wait() (*syscall.Rusage, error) {
+	err := c.cmd.Wait()
+	usage, _ := c.cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	return usage, err
+}
+
+// forkedInit is an init that the pool's forker started.
+type forkedInit struct{ child *forker.Child }
+
+func (f forkedInit) signal(sig syscall.Signal) error { return f.child.Signal(sig) }
+
+func (f forkedInit) wait() (*syscall.Rusage, error) {
+	code, sig, err := f.child.Wait()
+	switch {
+	case err != nil:
+		return nil, err
+	case sig != 0:
+		return nil, fmt.Errorf("signal: %v", syscall.Signal(sig))
+	case code != 0:
+		return nil, fmt.Errorf("exit status %d", code)
+	}
+	return nil, nil
 }
 
 // close releases what the supervisor holds on the host: the cgroup (or the
@@ -190,7 +235,7 @@ func (s *supervisor) ended() bool {
 // discard ends a booted sandbox that never ran a command.
 func (s *supervisor) discard() {
 	defer close(s.finished)
-	_ = s.cmd.Process.Kill()
+	_ = s.init.signal(syscall.SIGKILL)
 	<-s.reaped
 	s.stdout, s.stderr = newCapture(nil, false, 0), newCapture(nil, false, 0)
 	close(s.handout)
@@ -223,7 +268,7 @@ func (s *supervisor) finish(ctx context.Context, spec *Spec, process *config.Pro
 	if process != nil && s.spec.Stdin != nil {
 		stdin, err := s.stdinFor()
 		if err != nil {
-			_ = s.cmd.Process.Kill()
+			_ = s.init.signal(syscall.SIGKILL)
 		} else {
 			files = append(files, stdin)
 			if stdin != s.spec.Stdin {
@@ -232,7 +277,7 @@ func (s *supervisor) finish(ctx context.Context, spec *Spec, process *config.Pro
 		}
 	}
 	if err := s.conn.Send(release, files...); err != nil {
-		_ = s.cmd.Process.Kill()
+		_ = s.init.signal(syscall.SIGKILL)
 	}
 
 	var timeout <-chan time.Time
@@ -261,12 +306,12 @@ wait:
 			}
 		case <-timeout:
 			timedOut = true
-			_ = s.cmd.Process.Kill()
+			_ = s.init.signal(syscall.SIGKILL)
 		case <-ctx.Done():
 			cancelled = true
-			_ = s.cmd.Process.Kill()
+			_ = s.init.signal(syscall.SIGKILL)
 		case sig := <-s.spec.Signals:
-			_ = s.cmd.Process.Signal(sig)
+			_ = s.signal(sig)
 		case size := <-s.spec.Resize:
 			s.resize(size)
 		}
@@ -280,12 +325,9 @@ wait:
 	res := Result{WallMS: time.Since(s.start).Milliseconds()}
 	// After an early answer, the init is still being waited for (and its
 	// state written) in the background: only the cgroup's counters count.
-	if !early && s.cmd.ProcessState != nil {
-		st := s.cmd.ProcessState
-		if ru, ok := st.SysUsage().(*syscall.Rusage); ok && ru != nil {
-			res.CPUMS = (ru.Utime.Nano() + ru.Stime.Nano()) / 1e6
-			res.PeakMemoryBytes = ru.Maxrss * 1024
-		}
+	if ru := s.usage; !early && ru != nil {
+		res.CPUMS = (ru.Utime.Nano() + ru.Stime.Nano()) / 1e6
+		res.PeakMemoryBytes = ru.Maxrss * 1024
 	}
 	if s.cgroup != nil {
 		if usage, err := s.cgroup.Usage(); err == nil {
@@ -451,16 +493,28 @@ func (s *supervisor) startInit(initEnd *os.File) error {
 			f.Close()
 		}
 	}()
-	start := func() error { return s.startWith(cmd, &childEnds) }
+	if err := s.connectStdio(cmd, &childEnds); err != nil {
+		return err
+	}
+	if s.forker != nil {
+		return s.startForked(cmd)
+	}
+	start := func() error {
+		if err := cmd.Start(); err != nil {
+			return &SetupError{Step: "start", Err: err}
+		}
+		s.init = childInit{cmd}
+		return nil
+	}
 	if s.cgroup == nil {
 		return start()
 	}
 	// The init is born in its cgroup, never attached later: the command
 	// can never run outside it.
 	if err := s.cgroup.Start(cmd.SysProcAttr, start, s.reaped); err != nil {
-		if s.cmd != nil {
-			_ = s.cmd.Process.Kill()
-			_ = s.cmd.Wait()
+		if s.init != nil {
+			_ = s.init.signal(syscall.SIGKILL)
+			_, _ = s.init.wait()
 		}
 		var se *SetupError
 		if errors.As(err, &se) {
@@ -471,8 +525,59 @@ func (s *supervisor) startInit(initEnd *os.File) error {
 	return nil
 }
 
-// startWith connects stdio and starts cmd.
-func (s *supervisor) startWith(cmd *exec.Cmd, childEnds *[]*os.File) error {
+// startForked has the pool's forker start cmd in the sandbox's cgroup.
+func (s *supervisor) startForked(cmd *exec.Cmd) error {
+	fail := func(step string, err error) error {
+		return &SetupError{Step: step, Err: err}
+	}
+	// The forker is the stage program itself: it re-executes itself as the
+	// init (the supervisor's path may be a memfd of its own).
+	sp, err := forker.SpawnOf("/proc/self/exe", cmd.Args, cmd.SysProcAttr)
+	if err != nil {
+		return fail("start", err)
+	}
+	var files []*os.File
+	for _, std := range []struct {
+		f   any
+		set *bool
+	}{{cmd.Stdin, &sp.Stdin}, {cmd.Stdout, &sp.Stdout}, {cmd.Stderr, &sp.Stderr}} {
+		if f, ok := std.f.(*os.File); ok && f != nil {
+			files = append(files, f)
+			*std.set = true
+		}
+	}
+	files = append(files, cmd.ExtraFiles...)
+	if s.cgroup != nil {
+		place, err := s.cgroup.Placement()
+		if err != nil {
+			return fail("cgroup", err)
+		}
+		sp.CgroupEnter, sp.CgroupLeave = place.Enter, place.Leave
+		if place.Dir != nil {
+			defer place.Dir.Close()
+			files = append(files, place.Dir)
+			sp.CgroupDir = true
+		}
+	}
+	child, err := s.forker.Spawn(sp, files)
+	if err != nil {
+		return fail("start", err)
+	}
+	s.init = forkedInit{child}
+	return nil
+}
+
+// signal passes sig on to the init.
+func (s *supervisor) signal(sig os.Signal) error {
+	if n, ok := sig.(syscall.Signal); ok {
+		return s.init.signal(n)
+	}
+	return fmt.Errorf("signal %v: not a Unix signal", sig)
+}
+
+// connectStdio makes the pipes of the init's stdio, and the readers of its
+// output, unless the command gets a terminal.
+func (s *supervisor) connectStdio(cmd *exec.Cmd, childEnds *[]*os.File) error {
 	fail := func(err error) error {
 		return &SetupError{Step: "start", Err: err}
 	}
@@ -511,10 +616,6 @@ func (s *supervisor) startWith(cmd *exec.Cmd, childEnds *[]*os.File) error {
 			}
 		}
 	}
-	if err := cmd.Start(); err != nil {
-		return fail(err)
-	}
-	s.cmd = cmd
 	return nil
 }
 

@@ -79,6 +79,18 @@ type Manager interface {
 	Paths() []string
 	// Destroy kills whatever still runs in the cgroup and removes it.
 	Destroy() error
+	// Placement says how another process (jail's forker) forks an init
+	// into the cgroup, as Start does here.
+	Placement() (Placement, error)
+}
+
+// Placement is how a forking thread gets a child born in a cgroup: on v1 it
+// writes "0" to each of the Enter tasks files before the fork and to each
+// of Leave after; on v2 it clones the child into Dir (the caller closes
+// it).
+type Placement struct {
+	Enter, Leave []string
+	Dir          *os.File
 }
 
 // Layout is where this process puts sandbox cgroups.

@@ -99,6 +99,15 @@ func (m *v1Manager) leaveThread() error {
 	return nil
 }
 
+func (m *v1Manager) Placement() (Placement, error) {
+	var p Placement
+	for _, c := range v1Controllers {
+		p.Enter = append(p.Enter, filepath.Join(m.dir(c), "tasks"))
+		p.Leave = append(p.Leave, filepath.Join(mountpoint, string(c), Parent, "tasks"))
+	}
+	return p, nil
+}
+
 func (m *v1Manager) dir(c cgroup1.Name) string {
 	return filepath.Join(mountpoint, string(c), m.path)
 }

@@ -116,6 +116,14 @@ func (m *v2Manager) Usage() (Usage, error) {
 
 func (m *v2Manager) Paths() []string { return []string{m.dir} }
 
+func (m *v2Manager) Placement() (Placement, error) {
+	fd, err := unix.FcntlInt(uintptr(m.fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return Placement{}, fmt.Errorf("cgroup %s: %w", m.dir, err)
+	}
+	return Placement{Dir: os.NewFile(uintptr(fd), m.dir)}, nil
+}
+
 func (m *v2Manager) Destroy() error {
 	_ = unix.Close(m.fd)
 	// cgroup.kill (5.14+) takes every process at once, even ones forking.

@@ -1,5 +1,6 @@
 // Package control is the protocol between the supervisor and a sandbox's
-// init over their private socketpair.
+// init over their private socketpair, and between a supervisor and its
+// forker (package forker), which starts inits on its behalf.
 //
 // Messages are length-prefixed binary records (wire.go) on a SOCK_STREAM
 // unix socket; file
@@ -34,6 +35,20 @@ const (
 	KindExit      = "exit"
 )
 
+// Message kinds between a supervisor and its forker: KindSpawn (Spawn set,
+// the child's files attached) is answered by KindSpawned (Pid, and the
+// child's pidfd attached) or KindError; KindReaped (Pid, Code, Signal)
+// follows once the child is gone.
+const (
+	KindSpawn   = "spawn"
+	KindSpawned = "spawned"
+	KindReaped  = "reaped"
+)
+
+// maxFiles bounds the descriptors one message may carry: a spawn passes an
+// init's stdio, control socket, cgroup directory and the plan's files.
+const maxFiles = 64
+
 // maxMessage bounds one message, so a confused peer cannot make the other
 // side allocate without limit.
 const maxMessage = 64 << 20
@@ -53,6 +68,41 @@ type Message struct {
 	Code   int
 	Signal int
 	Pid    int
+	// Spawn, in a KindSpawn, is the process the forker is to start.
+	Spawn *Spawn
+}
+
+// Spawn describes a process for the forker to start: what to execute, and
+// the fields of syscall.SysProcAttr that jail uses. The files sent with it
+// are, in order: stdin, stdout and stderr where set, the extra files (3, 4,
+// ...), and, with CgroupDir, the cgroup directory to clone into.
+type Spawn struct {
+	Path string
+	Args []string
+
+	Stdin, Stdout, Stderr bool
+	CgroupDir             bool
+
+	Cloneflags  uint64
+	UIDMap      []IDMap
+	GIDMap      []IDMap
+	Setgroups   bool
+	Credential  bool
+	UID, GID    uint32
+	AmbientCaps []uint64
+	Setsid      bool
+	Pdeathsig   int
+
+	// CgroupEnter are the v1 tasks files the forking thread writes "0" to
+	// before the fork, so that the child is born in the cgroup;
+	// CgroupLeave those it writes after, to leave it.
+	CgroupEnter []string
+	CgroupLeave []string
+}
+
+// IDMap is one line of a uid or gid map.
+type IDMap struct {
+	ContainerID, HostID, Size int
 }
 
 // Conn is one end of the control socket.
@@ -85,6 +135,9 @@ func (c *Conn) Send(m Message, files ...*os.File) error {
 	binary.LittleEndian.PutUint32(buf, uint32(len(body)))
 	copy(buf[4:], body)
 	var oob []byte
+	if len(files) > maxFiles {
+		return fmt.Errorf("control: send %s: %d files, at most %d", m.Kind, len(files), maxFiles)
+	}
 	if len(files) > 0 {
 		fds := make([]int, len(files))
 		for i, f := range files {
@@ -127,7 +180,7 @@ func (c *Conn) Send(m Message, files ...*os.File) error {
 func (c *Conn) Recv() (Message, []*os.File, error) {
 	var m Message
 	hdr := make([]byte, 4)
-	oob := make([]byte, unix.CmsgSpace(4*4))
+	oob := make([]byte, unix.CmsgSpace(4*maxFiles))
 	raw, err := c.file.SyscallConn()
 	if err != nil {
 		return m, nil, err

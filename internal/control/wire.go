@@ -173,7 +173,75 @@ func encode(m Message) []byte {
 	if p := m.Process; p != nil {
 		encodeProcess(w, p)
 	}
+	w.bool(m.Spawn != nil)
+	if sp := m.Spawn; sp != nil {
+		encodeSpawn(w, sp)
+	}
 	return w.buf
+}
+
+func encodeSpawn(w *writer, sp *Spawn) {
+	w.string(sp.Path)
+	w.strings(sp.Args)
+	for _, b := range []bool{sp.Stdin, sp.Stdout, sp.Stderr, sp.CgroupDir} {
+		w.bool(b)
+	}
+	w.uint(sp.Cloneflags)
+	for _, m := range [][]IDMap{sp.UIDMap, sp.GIDMap} {
+		w.uint(uint64(len(m)))
+		for _, line := range m {
+			w.int(int64(line.ContainerID))
+			w.int(int64(line.HostID))
+			w.int(int64(line.Size))
+		}
+	}
+	w.bool(sp.Setgroups)
+	w.bool(sp.Credential)
+	w.uint(uint64(sp.UID))
+	w.uint(uint64(sp.GID))
+	w.uint(uint64(len(sp.AmbientCaps)))
+	for _, c := range sp.AmbientCaps {
+		w.uint(c)
+	}
+	w.bool(sp.Setsid)
+	w.int(int64(sp.Pdeathsig))
+	w.strings(sp.CgroupEnter)
+	w.strings(sp.CgroupLeave)
+}
+
+func decodeSpawn(r *reader) *Spawn {
+	sp := &Spawn{Path: r.string(), Args: r.strings()}
+	for _, b := range []*bool{&sp.Stdin, &sp.Stdout, &sp.Stderr, &sp.CgroupDir} {
+		*b = r.bool()
+	}
+	sp.Cloneflags = r.uint()
+	for _, m := range []*[]IDMap{&sp.UIDMap, &sp.GIDMap} {
+		if n := r.count(); n > 0 {
+			*m = make([]IDMap, n)
+			for i := range *m {
+				(*m)[i] = IDMap{
+					ContainerID: int(r.intIn(0, math.MaxUint32)),
+					HostID:      int(r.intIn(0, math.MaxUint32)),
+					Size:        int(r.intIn(0, math.MaxUint32)),
+				}
+			}
+		}
+	}
+	sp.Setgroups = r.bool()
+	sp.Credential = r.bool()
+	sp.UID = uint32(r.uintBelow(math.MaxUint32))
+	sp.GID = uint32(r.uintBelow(math.MaxUint32))
+	if n := r.count(); n > 0 {
+		sp.AmbientCaps = make([]uint64, n)
+		for i := range sp.AmbientCaps {
+			sp.AmbientCaps[i] = r.uintBelow(63)
+		}
+	}
+	sp.Setsid = r.bool()
+	sp.Pdeathsig = int(r.intIn(0, 64))
+	sp.CgroupEnter = r.strings()
+	sp.CgroupLeave = r.strings()
+	return sp
 }
 
 func encodeConfig(w *writer, c *config.Init) {
@@ -240,6 +308,9 @@ func decode(body []byte) (Message, error) {
 	if r.bool() {
 		m.Process = &config.Process{}
 		decodeProcess(r, m.Process)
+	}
+	if r.bool() {
+		m.Spawn = decodeSpawn(r)
 	}
 	if r.err == nil && len(r.buf) != 0 {
 		r.fail()

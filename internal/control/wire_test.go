@@ -45,6 +45,7 @@ func TestWireRoundTrip(t *testing.T) {
 	n := 0
 	fill(reflect.ValueOf(&m).Elem(), &n)
 	m.Signal = 9 // the decoder bounds these
+	m.Spawn.Pdeathsig, m.Spawn.AmbientCaps = 9, []uint64{21, 38}
 	got, err := decode(encode(m))
 	if err != nil {
 		t.Fatal(err)
@@ -67,6 +68,7 @@ func TestWireRejectsDamage(t *testing.T) {
 	n := 0
 	fill(reflect.ValueOf(&m).Elem(), &n)
 	m.Signal = 9
+	m.Spawn.Pdeathsig, m.Spawn.AmbientCaps = 9, []uint64{21, 38}
 	body := encode(m)
 	for i := 0; i < len(body); i++ {
 		if _, err := decode(body[:i]); err == nil {

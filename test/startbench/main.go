@@ -27,6 +27,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -201,6 +202,9 @@ type Throughput struct {
 	Seconds   float64 `json:"seconds"`
 	PerSecond float64 `json:"per_second"`
 	RatioJail float64 `json:"ratio_to_jail"`
+	// CPUPerSandboxMS is the machine's busy time over the run divided by
+	// the sandboxes completed (benchmark's own share included).
+	CPUPerSandboxMS float64 `json:"cpu_ms_per_sandbox"`
 }
 
 func machine() Machine {
@@ -258,29 +262,70 @@ func timeInterleaved(cs []contender, warmup, rounds int) ([]Result, error) {
 func measureThroughput(cs []contender, d time.Duration) ([]Throughput, error) {
 	done := make([]int, len(cs))
 	spent := make([]time.Duration, len(cs))
+	busy := make([]time.Duration, len(cs))
 	for half := 0; half < 2; half++ {
 		for k := range cs {
 			i := k
 			if half == 1 {
 				i = len(cs) - 1 - k
 			}
+			before, err := machineBusy()
+			if err != nil {
+				return nil, err
+			}
 			n, took, err := cs[i].parallel(2, d/2)
+			if err != nil {
+				return nil, err
+			}
+			after, err := machineBusy()
 			if err != nil {
 				return nil, err
 			}
 			done[i] += n
 			spent[i] += took
+			busy[i] += after - before
 		}
 	}
 	out := make([]Throughput, len(cs))
 	for i, c := range cs {
 		out[i] = Throughput{Name: c.name, Completed: done[i], Seconds: spent[i].Seconds(), PerSecond: float64(done[i]) / spent[i].Seconds()}
+		if done[i] > 0 {
+			out[i].CPUPerSandboxMS = ms(busy[i]) / float64(done[i])
+		}
 	}
 	ratios := ratiosToJail(cs, func(i int) float64 { return out[i].PerSecond })
 	for i := range out {
 		out[i].RatioJail = ratios[i]
 	}
 	return out, nil
+}
+
+// machineBusy is the CPU time the whole machine has spent on anything but
+// idling (and, in a VM, being stolen) since boot, from /proc/stat: a
+// sandbox's cost wherever it falls (the tool's processes, the kernel's
+// workers that tear namespaces down, a server's threads).
+func machineBusy() (time.Duration, error) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	fields := strings.Fields(line)
+	if len(fields) < 9 || fields[0] != "cpu" {
+		return 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+	}
+	// user nice system idle iowait irq softirq steal: all but idle,
+	// iowait and steal.
+	var ticks int64
+	for _, i := range []int{1, 2, 3, 6, 7} {
+		v, err := strconv.ParseInt(fields[i], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/stat: %w", err)
+		}
+		ticks += v
+	}
+	// USER_HZ is 100 on every Linux architecture jail runs on.
+	return time.Duration(ticks) * 10 * time.Millisecond, nil
 }
 
 // ratiosToJail divides each contender's figure by jail's (0 without jail).
@@ -309,10 +354,10 @@ func printScenario(name string, res []Result) {
 
 func printThroughput(res []Throughput, d time.Duration) {
 	fmt.Printf("\n## throughput: 2 at a time, %s per tool\n\n", d)
-	fmt.Println("| tool | sandboxes/s | × jail |")
-	fmt.Println("|---|---|---|")
+	fmt.Println("| tool | sandboxes/s | × jail | machine CPU per sandbox |")
+	fmt.Println("|---|---|---|---|")
 	for _, r := range res {
-		fmt.Printf("| %s | %.0f | %.2f |\n", r.Name, r.PerSecond, r.RatioJail)
+		fmt.Printf("| %s | %.0f | %.2f | %.1f ms |\n", r.Name, r.PerSecond, r.RatioJail, r.CPUPerSandboxMS)
 	}
 }
 
