@@ -2,10 +2,11 @@
 # the missing ones first when run as root.
 
 GO ?= go
-# jail is one static pure-Go binary. It embeds two helper programs built
+# jail is one static pure-Go binary. It embeds three helper programs built
 # first by go generate (internal/programs): the stage program (a sandbox's
-# init and cgroup janitor) and the tools program (image import and pull,
-# and seccomp compiling, which links libseccomp statically through cgo).
+# init, the cgroup janitor and a pool's forker), the server program (jail
+# serve) and the tools program (image import and pull, and seccomp
+# compiling, which links libseccomp statically through cgo).
 JAIL_BUILD := CGO_ENABLED=0 $(GO) build -trimpath
 TEST_PACKAGES := busybox-static bubblewrap util-linux libseccomp-dev gcc git python3 debootstrap curl
 
