@@ -80,3 +80,32 @@ func TestPoolReplacesAStaleSandbox(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestPoolOutlivesItsForker: inits come from the pool's forker; should the
+// forker die, the sandboxes it started die with it and the pool goes on,
+// starting inits itself.
+func TestPoolOutlivesItsForker(t *testing.T) {
+	pool, err := NewPool(Spec{}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if pool.forker == nil {
+		t.Fatal("the pool has no forker")
+	}
+	pool.waitReady(20 * time.Second)
+	if err := pool.forker.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); pool.forker.Err() == nil; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the pool never noticed its forker's end")
+		}
+	}
+	for i := 0; i < 3; i++ {
+		res, err := pool.Run(t.Context(), Spec{Command: []string{"sh", "-c", "echo ok"}, Capture: true})
+		if err != nil || res.ExitCode != 0 || res.Stdout != "ok\n" {
+			t.Errorf("run %d after the forker died: %v %+v", i, err, res)
+		}
+	}
+}

@@ -496,7 +496,10 @@ func (s *supervisor) startInit(initEnd *os.File) error {
 	if err := s.connectStdio(cmd, &childEnds); err != nil {
 		return err
 	}
-	if s.forker != nil {
+	// A forker that is gone (killed, say) no longer serves; nor can it be
+	// sent more files than a message carries (an image of many layers):
+	// such inits are started from here.
+	if s.forker != nil && s.forker.Err() == nil && len(cmd.ExtraFiles)+4 <= control.MaxFiles {
 		return s.startForked(cmd)
 	}
 	start := func() error {

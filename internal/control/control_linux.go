@@ -45,9 +45,9 @@ const (
 	KindReaped  = "reaped"
 )
 
-// maxFiles bounds the descriptors one message may carry: a spawn passes an
+// MaxFiles bounds the descriptors one message may carry: a spawn passes an
 // init's stdio, control socket, cgroup directory and the plan's files.
-const maxFiles = 64
+const MaxFiles = 64
 
 // maxMessage bounds one message, so a confused peer cannot make the other
 // side allocate without limit.
@@ -135,8 +135,8 @@ func (c *Conn) Send(m Message, files ...*os.File) error {
 	binary.LittleEndian.PutUint32(buf, uint32(len(body)))
 	copy(buf[4:], body)
 	var oob []byte
-	if len(files) > maxFiles {
-		return fmt.Errorf("control: send %s: %d files, at most %d", m.Kind, len(files), maxFiles)
+	if len(files) > MaxFiles {
+		return fmt.Errorf("control: send %s: %d files, at most %d", m.Kind, len(files), MaxFiles)
 	}
 	if len(files) > 0 {
 		fds := make([]int, len(files))
@@ -180,7 +180,7 @@ func (c *Conn) Send(m Message, files ...*os.File) error {
 func (c *Conn) Recv() (Message, []*os.File, error) {
 	var m Message
 	hdr := make([]byte, 4)
-	oob := make([]byte, unix.CmsgSpace(4*maxFiles))
+	oob := make([]byte, unix.CmsgSpace(4*MaxFiles))
 	raw, err := c.file.SyscallConn()
 	if err != nil {
 		return m, nil, err

@@ -173,6 +173,13 @@ func (f *Forker) Spawn(sp control.Spawn, files []*os.File) (*Child, error) {
 	return r.child, nil
 }
 
+// Err is why the forker can start no more children (it is gone), or nil.
+func (f *Forker) Err() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.gone
+}
+
 // Signal sends sig to the child through its pidfd, which cannot reach
 // another process that reused the pid.
 func (c *Child) Signal(sig syscall.Signal) error {
@@ -191,6 +198,9 @@ func (c *Child) Wait() (code, signal int, err error) {
 	c.pidfd.Close()
 	return c.code, c.signal, c.err
 }
+
+// Kill kills the forker process outright (for tests of what survives it).
+func (f *Forker) Kill() error { return f.cmd.Process.Kill() }
 
 // Close ends the forker; children still running die with it (their
 // parent-death signal), so callers end theirs first.
