@@ -108,4 +108,7 @@ func TestPoolOutlivesItsForker(t *testing.T) {
 			t.Errorf("run %d after the forker died: %v %+v", i, err, res)
 		}
 	}
+	if err := pool.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
 }

@@ -203,11 +203,17 @@ func (c *Child) Wait() (code, signal int, err error) {
 func (f *Forker) Kill() error { return f.cmd.Process.Kill() }
 
 // Close ends the forker; children still running die with it (their
-// parent-death signal), so callers end theirs first.
+// parent-death signal), so callers end theirs first. A forker that had
+// already gone (Err) is no error here: its owner went on without it.
 func (f *Forker) Close() error {
+	goneBefore := f.Err() != nil
 	f.conn.Close()
 	<-f.done
-	return f.cmd.Wait()
+	err := f.cmd.Wait()
+	if goneBefore {
+		return nil
+	}
+	return err
 }
 
 // Main is the forker process: it serves spawns on descriptor 3 until the
