@@ -8,12 +8,12 @@
 // every cgroup jail creates lives under a parent named Parent (at the root of
 // each hierarchy for root; inside the user's delegated subtree on v2 for an
 // ordinary user), and nothing else is written except to pass those
-// controllers down to it; the only task ever moved is, on v1, the
-// supervisor thread that forks a sandbox's init: it moves itself into the
-// sandbox's cgroup and then out to Parent (the init is born inside; on v2 it
-// is cloned into it); a sandbox's cgroup is removed when the sandbox ends,
-// and a janitor process (package janitor) removes it even when the
-// supervisor is SIGKILLed.
+// controllers down to it; the only task ever moved is, on v1, the thread
+// that forks a sandbox's init (the supervisor's, or its pool's forker's): it
+// moves itself into the sandbox's cgroup and then out to Parent (the init is
+// born inside; on v2 it is cloned into it); a sandbox's cgroup is removed
+// when the sandbox ends, and a janitor process (package janitor) removes it
+// even when the supervisor is SIGKILLed.
 package cgroups
 
 import (
