@@ -181,14 +181,26 @@ func (f *Forker) Err() error {
 }
 
 // Signal sends sig to the child through its pidfd, which cannot reach
-// another process that reused the pid.
+// another process that reused the pid. The descriptor is used under the
+// file's own reference, so a concurrent Wait cannot close it, and its
+// number be reused by another child's pidfd, mid-call.
 func (c *Child) Signal(sig syscall.Signal) error {
 	select {
 	case <-c.reaped:
 		return os.ErrProcessDone
 	default:
 	}
-	return unix.PidfdSendSignal(int(c.pidfd.Fd()), sig, nil, 0)
+	raw, err := c.pidfd.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var sendErr error
+	if err := raw.Control(func(fd uintptr) {
+		sendErr = unix.PidfdSendSignal(int(fd), sig, nil, 0)
+	}); err != nil {
+		return os.ErrProcessDone
+	}
+	return sendErr
 }
 
 // Wait waits for the child to end and returns its exit code, or the signal

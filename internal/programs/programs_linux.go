@@ -32,6 +32,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -107,6 +108,21 @@ func Open(name string) (*Program, error) {
 		return nil, fmt.Errorf("%s program: %w", name, err)
 	}
 	return &Program{Path: fmt.Sprintf("/proc/self/fd/%d", f.Fd()), file: f}, nil
+}
+
+// Exec replaces the calling process with program name, run with args: for a
+// command that is all the program's, such as serving, whose process then
+// keeps the caller's pid, stdio and signals. It returns only on failure.
+func Exec(name string, args []string) error {
+	p, err := Open(name)
+	if err != nil {
+		return err
+	}
+	// A memfd's path stays valid through the exec: the kernel opens the
+	// program before it closes the close-on-exec descriptors.
+	err = syscall.Exec(p.Path, append([]string{"jail-" + name}, args...), os.Environ())
+	p.Close()
+	return fmt.Errorf("%s program: %w", name, err)
 }
 
 // Close releases the memfd, if any; processes already started from the

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"runtime"
 	"syscall"
@@ -43,21 +42,6 @@ func RunTools(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, er
 		return 0, fmt.Errorf("tools program: %w", err)
 	}
 	return 0, nil
-}
-
-// Exec replaces the calling process with program name, run with args: for a
-// command that is all the program's, such as serving, whose process then
-// keeps the caller's pid, stdio and signals. It returns only on failure.
-func Exec(name string, args []string) error {
-	p, err := Open(name)
-	if err != nil {
-		return err
-	}
-	// A memfd's path stays valid through the exec: the kernel opens the
-	// program before it closes the close-on-exec descriptors.
-	err = syscall.Exec(p.Path, append([]string{"jail-" + name}, args...), os.Environ())
-	p.Close()
-	return fmt.Errorf("%s program: %w", name, err)
 }
 
 // SeccompCompiler compiles profiles in the tools program. Its identity, part
