@@ -1,9 +1,16 @@
 package programs
 
 import (
+	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/jail-sandbox/jail/cgroups/janitor"
 )
 
 // TestCachedCopy: the copy is written once, read-only, in a directory only
@@ -22,10 +29,12 @@ func TestCachedCopy(t *testing.T) {
 	if err := os.WriteFile(stale, []byte("old"), 0o555); err != nil {
 		t.Fatal(err)
 	}
-	path, err := cachedCopy(dir, Stage, version)
+	f, err := cachedCopy(dir, Stage, version)
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.Close()
+	path := filepath.Join(dir, ".stage-"+version)
 	st, err := os.Stat(path)
 	if err != nil || st.Mode().Perm() != 0o555 {
 		t.Fatalf("copy: %v %v", st, err)
@@ -33,8 +42,13 @@ func TestCachedCopy(t *testing.T) {
 	if _, err := os.Stat(stale); !os.IsNotExist(err) {
 		t.Errorf("the copy of another version stayed: %v", err)
 	}
-	if again, err := cachedCopy(dir, Stage, version); err != nil || again != path {
-		t.Errorf("second call: %q %v", again, err)
+	again, err := cachedCopy(dir, Stage, version)
+	if err != nil {
+		t.Fatalf("second call: %v", err)
+	}
+	again.Close()
+	if st2, err := os.Stat(path); err != nil || !os.SameFile(st, st2) {
+		t.Errorf("second call wrote the copy again: %v", err)
 	}
 	// Replaced by something else of another size: refused, not run.
 	if err := os.Remove(path); err != nil {
@@ -46,6 +60,16 @@ func TestCachedCopy(t *testing.T) {
 	if _, err := cachedCopy(dir, Stage, version); err == nil {
 		t.Error("a file that is not jail's copy was accepted")
 	}
+	// Nor a symlink to the real thing.
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/proc/self/exe", path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cachedCopy(dir, Stage, version); err == nil {
+		t.Error("a symlink was accepted as jail's copy")
+	}
 	// A directory others may write is not used.
 	if err := os.Chmod(dir, 0o777); err != nil {
 		t.Fatal(err)
@@ -53,4 +77,74 @@ func TestCachedCopy(t *testing.T) {
 	if _, err := cachedCopy(dir, Stage, version); err == nil {
 		t.Error("a world-writable directory was used")
 	}
+}
+
+// TestCopyRemovedWhileStarting: another jail version removes this version's
+// copy (as writing its own does) between Open and the start; the start
+// still runs this program, and the next Open writes the copy again.
+func TestCopyRemovedWhileStarting(t *testing.T) {
+	version := Version(Stage)
+	if version == "" {
+		t.Skip("no embedded programs (go generate ./internal/programs)")
+	}
+	dir := filepath.Join(t.TempDir(), "jail")
+	f, err := cachedCopy(dir, Stage, version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := programAt(f)
+	defer p.Close()
+	path := filepath.Join(dir, ".stage-"+version)
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	// Started with no role, the stage program says so and exits 125.
+	out, err := exec.Command(p.Path).CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 125 || !strings.Contains(string(out), "started by jail only") {
+		t.Fatalf("start after removal: %v: %s", err, out)
+	}
+	f2, err := cachedCopy(dir, Stage, version)
+	if err != nil {
+		t.Fatalf("open after removal: %v", err)
+	}
+	f2.Close()
+	if _, err := os.Stat(path); err != nil {
+		t.Errorf("the copy was not written again: %v", err)
+	}
+}
+
+// TestStageNamesItself: a stage is executed through a descriptor, yet ps
+// and top show what it is (here the janitor, which waits for its stdin to
+// close), not the descriptor's number.
+func TestStageNamesItself(t *testing.T) {
+	if Version(Stage) == "" {
+		t.Skip("no embedded programs (go generate ./internal/programs)")
+	}
+	p, err := Open(Stage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	stdin, release, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := &exec.Cmd{Path: p.Path, Args: []string{janitor.Arg}, Stdin: stdin}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stdin.Close()
+	defer func() {
+		release.Close()
+		_ = cmd.Wait()
+	}()
+	comm := ""
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", cmd.Process.Pid))
+		if comm = strings.TrimSpace(string(b)); err == nil && comm == "jail-janitor" {
+			return
+		}
+	}
+	t.Errorf("the janitor's name is %q", comm)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/jail-sandbox/jail/cgroups/janitor"
 	"github.com/jail-sandbox/jail/internal/forker"
 	"github.com/jail-sandbox/jail/internal/initstage"
+	"github.com/jail-sandbox/jail/internal/procname"
 )
 
 // Main runs the stage that argv[0] names and never returns then; otherwise
@@ -18,10 +19,13 @@ import (
 func Main() {
 	switch os.Args[0] {
 	case initstage.Arg:
+		procname.Set("jail-init")
 		initstage.Main()
 	case janitor.Arg:
+		procname.Set("jail-janitor")
 		janitor.Main(os.Args[1:])
 	case forker.Arg:
+		procname.Set("jail-forker")
 		forker.Main()
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 
 	"github.com/jail-sandbox/jail"
+	"github.com/jail-sandbox/jail/internal/procname"
 )
 
 func main() {
@@ -18,6 +19,7 @@ func main() {
 	// id-mapping namespace, and the stages should the embedded stage
 	// program be unusable.
 	jail.Init()
+	procname.Set("jail-server")
 	os.Exit(serve(os.Args[1:]))
 }
 

@@ -15,11 +15,13 @@ import (
 	"io"
 	"os"
 
+	"github.com/jail-sandbox/jail/internal/procname"
 	"github.com/jail-sandbox/jail/profiles"
 	"github.com/jail-sandbox/jail/seccomp/compile"
 )
 
 func main() {
+	procname.Set("jail-tools")
 	if len(os.Args) < 2 {
 		os.Exit(fail("tools: which command? (compile, image)"))
 	}
