@@ -44,7 +44,17 @@ func newV2(l Layout, name string, limits Limits) (Manager, error) {
 	}
 	dir := filepath.Join(parent, name)
 	group := strings.TrimPrefix(dir, mountpoint)
-	mgr, err := cgroup2.NewManager(mountpoint, group, resources)
+	// Made here, not by cgroup2.NewManager: that writes the controllers
+	// into the subtree_control of every ancestor up to the root, even when
+	// they are enabled already, and each such write waits for every dying
+	// cgroup below it (the sandboxes just removed) to be offlined.
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create cgroup %s: %w", group, err)
+	}
+	mgr, err := cgroup2.Load(group, cgroup2.WithMountpoint(mountpoint))
+	if err == nil {
+		err = mgr.Update(resources)
+	}
 	if err != nil {
 		_ = removeDirs([]string{dir})
 		return nil, fmt.Errorf("create cgroup %s: %w", group, err)
