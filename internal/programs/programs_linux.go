@@ -18,9 +18,7 @@
 // They are built and embedded at build time (go generate
 // ./internal/programs; make build does it) and run from a copy in jail's
 // runtime directory, written once per program version, which no sandbox can
-// see; or else from a sealed memfd. Either is executed through an open
-// descriptor, so that a jail of another version removing the copy cannot
-// fail a start. A build without them (a plain go build)
+// see; or else from a sealed memfd. A build without them (a plain go build)
 // starts the stages by re-executing the running binary instead, which then
 // must call stage.Main first thing (jail.Init does), and has neither tools
 // nor server: image import and pull, user profiles and serving then fail
@@ -35,6 +33,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -54,18 +53,19 @@ const (
 // of Open wrap it).
 var ErrNotBuilt = errors.New("build it with make build, or go generate ./internal/programs first")
 
-// programFD is where a program's descriptor (cached copy or memfd) is kept:
-// above any descriptor a child is handed (the supervisor passes a few as 3,
-// 4, ...), so that setting those up in the child cannot replace it before
-// the exec.
-const programFD = 1000
+// memfdFD is where the program's memfd is kept: above any descriptor a
+// child is handed (the supervisor passes a few as 3, 4, ...), so that
+// setting those up in the child cannot replace it before the exec. It
+// grows the descriptor table past the 64 entries a process starts with,
+// which in a process with threads waits for an RCU grace period (about
+// 8 ms here): the memfd is the fallback, for hosts where no private
+// directory can hold a copy.
+const memfdFD = 1000
 
 // Program is an executable to start.
 type Program struct {
-	// Path is what to execute: /proc/self/fd/N of the open cached copy or
-	// of a sealed memfd, or /proc/self/exe. The copy is executed through
-	// its descriptor so that another jail version removing it (see
-	// cachedCopy) cannot fail a start in progress.
+	// Path is what to execute: the cached copy, /proc/self/fd/N of a
+	// sealed memfd, or /proc/self/exe.
 	Path string
 	file *os.File
 }
@@ -94,8 +94,8 @@ func Open(name string) (*Program, error) {
 		return nil, fmt.Errorf("this build of jail has no %s program (%w)", name, ErrNotBuilt)
 	}
 	if dir := Dir(); dir != "" {
-		if f, err := cachedCopy(dir, name, version); err == nil {
-			return programAt(f), nil
+		if path, err := cachedCopy(dir, name, version); err == nil {
+			return &Program{Path: path}, nil
 		}
 	}
 	if memfdExecForbidden() {
@@ -112,12 +112,7 @@ func Open(name string) (*Program, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s program: %w", name, err)
 	}
-	return programAt(f), nil
-}
-
-// programAt is the program executed through f.
-func programAt(f *os.File) *Program {
-	return &Program{Path: fmt.Sprintf("/proc/self/fd/%d", f.Fd()), file: f}
+	return &Program{Path: fmt.Sprintf("/proc/self/fd/%d", f.Fd()), file: f}, nil
 }
 
 // Exec replaces the calling process with program name, run with args: for a
@@ -135,8 +130,8 @@ func Exec(name string, args []string) error {
 	return fmt.Errorf("%s program: %w", name, err)
 }
 
-// Close releases the program's descriptor, if any; processes already
-// started from the program keep running.
+// Close releases the memfd, if any; processes already started from the
+// program keep running.
 func (p *Program) Close() error {
 	if p.file == nil {
 		return nil
@@ -161,64 +156,51 @@ func Dir() string {
 	return ""
 }
 
-// cachedCopy returns the program's copy in dir, open (O_PATH) at programFD
-// or above, writing it there first if needed. Copying it for every sandbox
-// would cost a millisecond or more; a copy that only its owner could have
-// written (only this user can write dir, the file read-only and of the
-// embedded size) is as trustworthy as the jail binary itself. Inside
-// sandboxes, /run and $XDG_RUNTIME_DIR are private tmpfs mounts (and so are
-// /root and /home, for the cache directory), so no sandbox ever sees it.
+// cachedCopy returns the path of the program in dir, writing it there first
+// if needed. Copying it for every sandbox would cost a millisecond or more;
+// a copy that only its owner could have written (only this user can write
+// dir, the file read-only and of the embedded size) is as trustworthy as
+// the jail binary itself. Inside sandboxes, /run and $XDG_RUNTIME_DIR are
+// private tmpfs mounts (and so are /root and /home, for the cache
+// directory), so no sandbox ever sees it.
 //
-// Writing a version's copy removes the copies of other versions, which
-// hold memory on tmpfs. That is safe for a jail of another version that is
-// starting a program at that moment: it executes the copy through the
-// descriptor returned here, not its name, and re-writes a removed copy the
-// next time it opens it.
-func cachedCopy(dir, name, version string) (*os.File, error) {
+// A use marks the copy as in use (its modification time, refreshed at most
+// every quarter of staleCopy), and writing a version's copy removes only
+// the copies of other versions unused for staleCopy: on tmpfs they hold
+// memory, but a jail of another version that is starting one at that
+// moment must still find it.
+func cachedCopy(dir, name, version string) (string, error) {
 	want, err := fs.Stat(embedded, "bin/"+name)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	if err := privateDir(dir); err != nil {
-		return nil, err
+		return "", err
 	}
 	path := filepath.Join(dir, "."+name+"-"+version)
-	f, err := openCopy(path, want.Size())
-	if !errors.Is(err, unix.ENOENT) {
-		return f, err
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err == nil {
+		if st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != os.Geteuid() || st.Mode&0o222 != 0 || st.Size != want.Size() {
+			return "", fmt.Errorf("%s: not the copy jail wrote", path)
+		}
+		if time.Since(time.Unix(st.Mtim.Unix())) > staleCopy/4 {
+			_ = unix.UtimesNanoAt(unix.AT_FDCWD, path, nil, unix.AT_SYMLINK_NOFOLLOW)
+		}
+		return path, nil
 	}
 	if err := writeCopy(dir, name, path); err != nil {
-		return nil, err
+		return "", err
 	}
-	return openCopy(path, want.Size())
+	return path, nil
 }
 
-// openCopy opens the copy at path, checked to be what writeCopy leaves.
-func openCopy(path string, size int64) (*os.File, error) {
-	fd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		if errors.Is(err, unix.ELOOP) {
-			return nil, fmt.Errorf("%s: not the copy jail wrote", path)
-		}
-		return nil, err
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, err
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != os.Geteuid() || st.Mode&0o222 != 0 || st.Size != size {
-		return nil, fmt.Errorf("%s: not the copy jail wrote", path)
-	}
-	high, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, programFD)
-	if err != nil {
-		return nil, err
-	}
-	return os.NewFile(uintptr(high), path), nil
-}
+// staleCopy is how long a copy of a program goes unused before a jail of
+// another version may remove it.
+const staleCopy = time.Hour
 
 // writeCopy writes the embedded program name to path, then removes the
-// copies of its other versions.
+// copies of its other versions that have gone unused for staleCopy (and
+// what an interrupted write left).
 func writeCopy(dir, name, path string) error {
 	data, err := embedded.ReadFile("bin/" + name)
 	if err != nil {
@@ -243,7 +225,7 @@ func writeCopy(dir, name, path string) error {
 	}
 	old, _ := filepath.Glob(filepath.Join(dir, "."+name+"-*"))
 	for _, o := range old {
-		if o != path && !strings.HasPrefix(filepath.Base(o), "."+name+"-tmp-") {
+		if st, err := os.Lstat(o); err == nil && o != path && time.Since(st.ModTime()) > staleCopy {
 			_ = os.Remove(o)
 		}
 	}
@@ -279,7 +261,7 @@ func memfdExecForbidden() bool {
 	return err == nil && strings.TrimSpace(string(b)) == "2"
 }
 
-// sealedMemfd returns a close-on-exec memfd at programFD holding data, sealed
+// sealedMemfd returns a close-on-exec memfd at memfdFD holding data, sealed
 // against any change.
 func sealedMemfd(name string, data []byte) (*os.File, error) {
 	fd, err := unix.MemfdCreate("jail-"+name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING|unix.MFD_EXEC)
@@ -301,7 +283,7 @@ func sealedMemfd(name string, data []byte) (*os.File, error) {
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SEAL|unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_FUTURE_WRITE); err != nil {
 		return nil, err
 	}
-	high, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, programFD)
+	high, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, memfdFD)
 	if err != nil {
 		return nil, err
 	}

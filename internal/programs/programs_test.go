@@ -1,7 +1,6 @@
 package programs
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,7 +14,7 @@ import (
 
 // TestCachedCopy: the copy is written once, read-only, in a directory only
 // its owner can write; a file that is not the copy jail wrote is never run;
-// copies of other versions go.
+// copies of other versions go once unused for long, and stay while in use.
 func TestCachedCopy(t *testing.T) {
 	version := Version(Stage)
 	if version == "" {
@@ -23,32 +22,42 @@ func TestCachedCopy(t *testing.T) {
 	}
 	dir := filepath.Join(t.TempDir(), "jail")
 	stale := filepath.Join(dir, ".stage-0000000000000000")
+	inUse := filepath.Join(dir, ".stage-1111111111111111")
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(stale, []byte("old"), 0o555); err != nil {
+	for _, f := range []string{stale, inUse} {
+		if err := os.WriteFile(f, []byte("old"), 0o555); err != nil {
+			t.Fatal(err)
+		}
+	}
+	long := time.Now().Add(-2 * staleCopy)
+	if err := os.Chtimes(stale, long, long); err != nil {
 		t.Fatal(err)
 	}
-	f, err := cachedCopy(dir, Stage, version)
+	path, err := cachedCopy(dir, Stage, version)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.Close()
-	path := filepath.Join(dir, ".stage-"+version)
 	st, err := os.Stat(path)
 	if err != nil || st.Mode().Perm() != 0o555 {
 		t.Fatalf("copy: %v %v", st, err)
 	}
 	if _, err := os.Stat(stale); !os.IsNotExist(err) {
-		t.Errorf("the copy of another version stayed: %v", err)
+		t.Errorf("the long-unused copy of another version stayed: %v", err)
 	}
-	again, err := cachedCopy(dir, Stage, version)
-	if err != nil {
-		t.Fatalf("second call: %v", err)
+	if _, err := os.Stat(inUse); err != nil {
+		t.Errorf("the copy another version is using went: %v", err)
 	}
-	again.Close()
-	if st2, err := os.Stat(path); err != nil || !os.SameFile(st, st2) {
-		t.Errorf("second call wrote the copy again: %v", err)
+	// Used again, the copy is marked as in use, not written again.
+	if err := os.Chtimes(path, long, long); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := cachedCopy(dir, Stage, version); err != nil || again != path {
+		t.Fatalf("second call: %q %v", again, err)
+	}
+	if st2, err := os.Stat(path); err != nil || !os.SameFile(st, st2) || time.Since(st2.ModTime()) > time.Minute {
+		t.Errorf("second call: the copy was written again or not marked as used: %v", err)
 	}
 	// Replaced by something else of another size: refused, not run.
 	if err := os.Remove(path); err != nil {
@@ -76,41 +85,6 @@ func TestCachedCopy(t *testing.T) {
 	}
 	if _, err := cachedCopy(dir, Stage, version); err == nil {
 		t.Error("a world-writable directory was used")
-	}
-}
-
-// TestCopyRemovedWhileStarting: another jail version removes this version's
-// copy (as writing its own does) between Open and the start; the start
-// still runs this program, and the next Open writes the copy again.
-func TestCopyRemovedWhileStarting(t *testing.T) {
-	version := Version(Stage)
-	if version == "" {
-		t.Skip("no embedded programs (go generate ./internal/programs)")
-	}
-	dir := filepath.Join(t.TempDir(), "jail")
-	f, err := cachedCopy(dir, Stage, version)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := programAt(f)
-	defer p.Close()
-	path := filepath.Join(dir, ".stage-"+version)
-	if err := os.Remove(path); err != nil {
-		t.Fatal(err)
-	}
-	// Started with no role, the stage program says so and exits 125.
-	out, err := exec.Command(p.Path).CombinedOutput()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 125 || !strings.Contains(string(out), "started by jail only") {
-		t.Fatalf("start after removal: %v: %s", err, out)
-	}
-	f2, err := cachedCopy(dir, Stage, version)
-	if err != nil {
-		t.Fatalf("open after removal: %v", err)
-	}
-	f2.Close()
-	if _, err := os.Stat(path); err != nil {
-		t.Errorf("the copy was not written again: %v", err)
 	}
 }
 
