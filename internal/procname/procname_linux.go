@@ -1,7 +1,7 @@
 // Package procname names the running process as ps and top show it (its
-// comm). jail's helper programs are executed through a descriptor
-// (/proc/self/fd/N) or /proc/self/exe, and the kernel would name them "N"
-// or "exe" after the executed file.
+// comm). The kernel names a process after the file it executed, and jail's
+// helper programs run from a copy named after their version
+// (".stage-7e3eb2268630aa62"), a memfd (/proc/self/fd/N) or /proc/self/exe.
 package procname
 
 import (

@@ -88,9 +88,9 @@ func TestCachedCopy(t *testing.T) {
 	}
 }
 
-// TestStageNamesItself: a stage is executed through a descriptor, yet ps
-// and top show what it is (here the janitor, which waits for its stdin to
-// close), not the descriptor's number.
+// TestStageNamesItself: ps and top show what a stage is (here the janitor,
+// which waits for its stdin to close), not the name of the file it was run
+// from.
 func TestStageNamesItself(t *testing.T) {
 	if Version(Stage) == "" {
 		t.Skip("no embedded programs (go generate ./internal/programs)")
