@@ -232,6 +232,28 @@ func TestServeStreamsOutput(t *testing.T) {
 	})
 }
 
+// TestServeShowsTheCommandTyped: once serving (from its own program), the
+// server's command line is the `jail serve` command that started it, so ps
+// shows it and pkill -f finds it, and its name says what it is.
+func TestServeShowsTheCommandTyped(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		s := startServe(t, m, "--pool", "1")
+		pid := s.cmd.Process.Pid // setpriv execs jail, which execs the server
+		cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := strings.Join([]string{"jail", "serve", "--socket", s.socket, "--pool", "1"}, "\x00") + "\x00"
+		if string(cmdline) != want {
+			t.Errorf("command line %q, want %q", cmdline, want)
+		}
+		comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+		if err != nil || strings.TrimSpace(string(comm)) != "jail-server" {
+			t.Errorf("process name %q (%v), want jail-server", comm, err)
+		}
+	})
+}
+
 // TestServeSocketIsPrivate: the socket is the owner's alone.
 func TestServeSocketIsPrivate(t *testing.T) {
 	if os.Geteuid() != 0 {

@@ -3,7 +3,6 @@ package main
 import (
 	"flag"
 	"io"
-	"strconv"
 
 	"github.com/jail-sandbox/jail/internal/programs"
 )
@@ -15,7 +14,7 @@ import (
 func serveCommand(args []string) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	socket := fs.String("socket", "", "unix socket to listen on (default /run/jail/jail.sock for root, $XDG_RUNTIME_DIR/jail/jail.sock otherwise)")
+	fs.String("socket", "", "unix socket to listen on (default /run/jail/jail.sock for root, $XDG_RUNTIME_DIR/jail/jail.sock otherwise)")
 	pool := fs.Int("pool", 2, "sandboxes kept ready per (image, root, profile); 0 for none")
 	maxRuns := fs.Int("max-runs", 0, "runs at once; later requests wait (default 16 per CPU)")
 	if code, done := parseFlags(fs, args, "jail serve [--socket PATH] [--pool N] [--max-runs N]"); done {
@@ -30,6 +29,8 @@ func serveCommand(args []string) int {
 	if *maxRuns < 0 {
 		return fail("serve: --max-runs %d: must be positive", *maxRuns)
 	}
-	err := programs.Exec(programs.Server, []string{*socket, strconv.Itoa(*pool), strconv.Itoa(*maxRuns)})
+	// The server gets the command line as typed (flags checked), which is
+	// what ps and pkill -f then show for it.
+	err := programs.Exec(programs.Server, append([]string{"jail", "serve"}, args...))
 	return fail("serve: %v", err)
 }

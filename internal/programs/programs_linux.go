@@ -115,17 +115,18 @@ func Open(name string) (*Program, error) {
 	return &Program{Path: fmt.Sprintf("/proc/self/fd/%d", f.Fd()), file: f}, nil
 }
 
-// Exec replaces the calling process with program name, run with args: for a
-// command that is all the program's, such as serving, whose process then
-// keeps the caller's pid, stdio and signals. It returns only on failure.
-func Exec(name string, args []string) error {
+// Exec replaces the calling process with program name, run with argv (argv[0]
+// included): for a command that is all the program's, such as serving, whose
+// process then keeps the caller's pid, stdio and signals. It returns only on
+// failure.
+func Exec(name string, argv []string) error {
 	p, err := Open(name)
 	if err != nil {
 		return err
 	}
 	// A memfd's path stays valid through the exec: the kernel opens the
 	// program before it closes the close-on-exec descriptors.
-	err = syscall.Exec(p.Path, append([]string{"jail-" + name}, args...), os.Environ())
+	err = syscall.Exec(p.Path, argv, os.Environ())
 	p.Close()
 	return fmt.Errorf("%s program: %w", name, err)
 }

@@ -3,7 +3,7 @@
 // execs it, so it keeps jail's pid; it is embedded in jail at build time
 // and never installed on its own.
 //
-//	server SOCKET POOL MAX-RUNS     SOCKET empty for the default
+//	jail serve [--socket PATH] [--pool N] [--max-runs N]   as jail serve got them
 package main
 
 import (

@@ -2,43 +2,47 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/jail-sandbox/jail/server"
 )
 
-// serve is `jail serve` once jail has checked its flags: SOCKET POOL
-// MAX-RUNS, SOCKET empty for the default. It serves until SIGINT or
+// serve is `jail serve` once jail has checked its flags, which it passes on
+// as they were given (so that ps and pkill -f see the command the user
+// typed): args are "serve" and the flags. It serves until SIGINT or
 // SIGTERM.
 func serve(args []string) int {
-	if len(args) != 3 {
-		return fail("serve: want SOCKET POOL MAX-RUNS, got %d arguments", len(args))
+	if len(args) == 0 || args[0] != "serve" {
+		return fail("serve: this program is started by jail serve only")
 	}
-	path := args[0]
-	pool, perr := strconv.Atoi(args[1])
-	maxRuns, merr := strconv.Atoi(args[2])
-	if perr != nil || merr != nil {
-		return fail("serve: bad POOL or MAX-RUNS: %q %q", args[1], args[2])
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	path := fs.String("socket", "", "")
+	pool := fs.Int("pool", 2, "")
+	maxRuns := fs.Int("max-runs", 0, "")
+	if err := fs.Parse(args[1:]); err != nil || fs.NArg() > 0 {
+		return fail("serve: bad arguments %q", args[1:])
 	}
-	if path == "" {
+	if *path == "" {
 		var err error
-		if path, err = server.DefaultSocket(); err != nil {
+		if *path, err = server.DefaultSocket(); err != nil {
 			return fail("serve: %v", err)
 		}
 	}
-	l, err := server.Listen(path)
+	l, err := server.Listen(*path)
 	if err != nil {
 		return fail("serve: %v", err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	fmt.Fprintf(os.Stderr, "jail: serving on %s\n", path)
-	if err := server.Serve(ctx, l, server.Options{PoolSize: pool, MaxRuns: maxRuns}, 10*time.Second); err != nil {
+	fmt.Fprintf(os.Stderr, "jail: serving on %s\n", *path)
+	if err := server.Serve(ctx, l, server.Options{PoolSize: *pool, MaxRuns: *maxRuns}, 10*time.Second); err != nil {
 		return fail("serve: %v", err)
 	}
 	return 0
