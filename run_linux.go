@@ -444,6 +444,9 @@ func (s *supervisor) janitorStarted() bool {
 // destroyCgroup removes the cgroup, or leaves that to the janitor when the
 // init is still exiting, then lets the janitor go.
 func (s *supervisor) destroyCgroup() {
+	if s.cgroup != nil {
+		s.cgroup.Settle()
+	}
 	destroyed := false
 	if s.cgroup != nil && !s.leftToJanitor {
 		destroyed = s.cgroup.Destroy() == nil

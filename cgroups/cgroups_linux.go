@@ -73,6 +73,12 @@ type Manager interface {
 	// outside it. The thread that forks stays until hold is closed: a
 	// child's parent-death signal fires when that thread ends.
 	Start(attr *syscall.SysProcAttr, start func() error, hold <-chan struct{}) error
+	// Settle returns once nothing of this process is in the cgroup any
+	// more: on v1, Start returns as soon as the init is forked and the
+	// forking thread leaves the cgroup beside the init's own start. Call it
+	// before the cgroup is removed, or its janitor let go, which would
+	// take that thread for part of the sandbox.
+	Settle()
 	// Usage reads the cgroup's counters.
 	Usage() (Usage, error)
 	// Paths are the cgroup's directories, for the janitor.

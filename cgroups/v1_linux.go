@@ -18,6 +18,9 @@ var v1Controllers = []cgroup1.Name{cgroup1.Memory, cgroup1.Cpu, cgroup1.Cpuacct,
 type v1Manager struct {
 	cg   cgroup1.Cgroup
 	path string // below each hierarchy's root: /jail/<name>
+	// left is closed once the thread that Start moved into the cgroup is
+	// out of it again; nil before Start.
+	left chan struct{}
 }
 
 // v1Hierarchy is the system's v1 hierarchies, limited to v1Controllers.
@@ -51,27 +54,44 @@ func newV1(name string, limits Limits) (Manager, error) {
 
 // Start: on v1, start runs on an OS thread of its own that moves itself into
 // the cgroup first (a child is born in the cgroups of the thread that forks
-// it) and out to Parent after. The thread is never unlocked, so it ends
-// with its goroutine, once hold is closed, rather than run other
-// goroutines from another cgroup.
+// it) and out to Parent after. Start returns as soon as start has: the
+// thread leaves while the init starts up (half a millisecond here, off the
+// path to the command), and Settle waits for it. The thread is never
+// unlocked, so it ends with its goroutine, once hold is closed, rather than
+// run other goroutines from another cgroup.
 func (m *v1Manager) Start(_ *syscall.SysProcAttr, start func() error, hold <-chan struct{}) error {
 	done := make(chan error, 1)
+	m.left = make(chan struct{})
 	go func() {
 		runtime.LockOSThread()
 		if err := m.enterThread(); err != nil {
+			// The thread ends with the goroutine, and so leaves.
+			close(m.left)
 			done <- err
 			return
 		}
 		err := start()
-		if lerr := m.leaveThread(); err == nil {
-			err = lerr
-		}
 		done <- err
+		if lerr := m.leaveThread(); lerr != nil {
+			// Staying would leave this process in the sandbox's
+			// cgroup, where the janitor kills what it finds: the
+			// thread ends instead, and the init with it (its
+			// parent-death signal).
+			close(m.left)
+			return
+		}
+		close(m.left)
 		if err == nil {
 			<-hold
 		}
 	}()
 	return <-done
+}
+
+func (m *v1Manager) Settle() {
+	if m.left != nil {
+		<-m.left
+	}
 }
 
 // enterThread writes "0" to the tasks file of each hierarchy: the calling
