@@ -64,24 +64,18 @@ func (m *v1Manager) Start(_ *syscall.SysProcAttr, start func() error, hold <-cha
 	m.left = make(chan struct{})
 	go func() {
 		runtime.LockOSThread()
-		if err := m.enterThread(); err != nil {
-			// The thread ends with the goroutine, and so leaves.
-			close(m.left)
-			done <- err
-			return
-		}
-		err := start()
-		done <- err
-		if lerr := m.leaveThread(); lerr != nil {
-			// Staying would leave this process in the sandbox's
-			// cgroup, where the janitor kills what it finds: the
-			// thread ends instead, and the init with it (its
-			// parent-death signal).
-			close(m.left)
-			return
-		}
-		close(m.left)
+		err := m.enterThread()
 		if err == nil {
+			err = start()
+		}
+		done <- err
+		// A thread that could not leave ends at once (the init, if
+		// any, with it: its parent-death signal) rather than keep this
+		// process in the sandbox's cgroup, where the janitor kills what
+		// it finds; it ends too when there is no init to hold for.
+		stays := m.leaveThread() == nil && err == nil
+		close(m.left)
+		if stays {
 			<-hold
 		}
 	}()

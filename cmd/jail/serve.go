@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/jail-sandbox/jail/internal/programs"
+	"github.com/jail-sandbox/jail/internal/serveflags"
 )
 
 // serveCommand is `jail serve`: the HTTP API on a unix socket until SIGINT
@@ -14,20 +15,16 @@ import (
 func serveCommand(args []string) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.String("socket", "", "unix socket to listen on (default /run/jail/jail.sock for root, $XDG_RUNTIME_DIR/jail/jail.sock otherwise)")
-	pool := fs.Int("pool", 2, "sandboxes kept ready per (image, root, profile); 0 for none")
-	maxRuns := fs.Int("max-runs", 0, "runs at once; later requests wait (default 16 per CPU)")
-	if code, done := parseFlags(fs, args, "jail serve [--socket PATH] [--pool N] [--max-runs N]"); done {
+	var f serveflags.Flags
+	f.Register(fs)
+	if code, done := parseFlags(fs, args, serveflags.Usage); done {
 		return code
 	}
 	if fs.NArg() > 0 {
 		return fail("serve: unexpected argument %q", fs.Arg(0))
 	}
-	if *pool < 0 || *pool > 64 {
-		return fail("serve: --pool %d: must be between 0 and 64", *pool)
-	}
-	if *maxRuns < 0 {
-		return fail("serve: --max-runs %d: must be positive", *maxRuns)
+	if err := f.Check(); err != nil {
+		return fail("serve: %v", err)
 	}
 	// The server gets the command line as typed (flags checked), which is
 	// what ps and pkill -f then show for it.

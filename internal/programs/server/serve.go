@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jail-sandbox/jail/internal/serveflags"
 	"github.com/jail-sandbox/jail/server"
 )
 
@@ -23,26 +24,29 @@ func serve(args []string) int {
 	}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	path := fs.String("socket", "", "")
-	pool := fs.Int("pool", 2, "")
-	maxRuns := fs.Int("max-runs", 0, "")
+	var f serveflags.Flags
+	f.Register(fs)
 	if err := fs.Parse(args[1:]); err != nil || fs.NArg() > 0 {
 		return fail("serve: bad arguments %q", args[1:])
 	}
-	if *path == "" {
+	if err := f.Check(); err != nil {
+		return fail("serve: %v", err)
+	}
+	path := f.Socket
+	if path == "" {
 		var err error
-		if *path, err = server.DefaultSocket(); err != nil {
+		if path, err = server.DefaultSocket(); err != nil {
 			return fail("serve: %v", err)
 		}
 	}
-	l, err := server.Listen(*path)
+	l, err := server.Listen(path)
 	if err != nil {
 		return fail("serve: %v", err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	fmt.Fprintf(os.Stderr, "jail: serving on %s\n", *path)
-	if err := server.Serve(ctx, l, server.Options{PoolSize: *pool, MaxRuns: *maxRuns}, 10*time.Second); err != nil {
+	fmt.Fprintf(os.Stderr, "jail: serving on %s\n", path)
+	if err := server.Serve(ctx, l, server.Options{PoolSize: f.Pool, MaxRuns: f.MaxRuns}, 10*time.Second); err != nil {
 		return fail("serve: %v", err)
 	}
 	return 0
