@@ -481,11 +481,16 @@ func sandboxName() string {
 func (s *supervisor) startInit(initEnd *os.File) error {
 	defer initEnd.Close()
 
+	extra := append([]*os.File{initEnd}, s.plan.files...)
+	path, err := s.program.PathFor(len(extra))
+	if err != nil {
+		return &SetupError{Step: "start", Err: err}
+	}
 	cmd := &exec.Cmd{
-		Path:        s.program.Path,
+		Path:        path,
 		Args:        []string{initstage.Arg},
 		Env:         []string{},
-		ExtraFiles:  append([]*os.File{initEnd}, s.plan.files...),
+		ExtraFiles:  extra,
 		SysProcAttr: s.plan.id.SysProcAttr(),
 	}
 	// The child's ends of the stdio pipes are closed here once it has

@@ -1,9 +1,12 @@
 package test
 
 import (
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -59,4 +62,62 @@ func TestBuildWithoutPrograms(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestProgramsFromAMemfd: a user with no private directory for jail's helper
+// programs (no XDG_RUNTIME_DIR, no home) still runs sandboxes, from a sealed
+// memfd, and jail keeps that memfd within the descriptor table a process
+// starts with (64 entries): growing it waits for an RCU grace period on every
+// start.
+func TestProgramsFromAMemfd(t *testing.T) {
+	checkNoLeaks(t)
+	cmd := command(asRootless, "run", "--", "sh", "-c", "echo ready; read line")
+	var env []string
+	for _, v := range cmd.Env {
+		if !strings.HasPrefix(v, "HOME=") {
+			env = append(env, v)
+		}
+	}
+	cmd.Env = env
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line := make([]byte, 6)
+	if _, err := io.ReadFull(stdout, line); err != nil || string(line) != "ready\n" {
+		stdin.Close()
+		_ = cmd.Wait()
+		t.Fatalf("sandbox did not start: %q, %v; stderr %q", line, err, stderr.String())
+	}
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	memfd := -1
+	for _, fd := range fds {
+		target, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", cmd.Process.Pid, fd.Name()))
+		if strings.HasPrefix(target, "/memfd:jail-stage") {
+			memfd, _ = strconv.Atoi(fd.Name())
+		}
+	}
+	_, _ = io.WriteString(stdin, "done\n")
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("jail run: %v; stderr %q", err, stderr.String())
+	}
+	switch {
+	case memfd < 0:
+		t.Errorf("jail ran its stage program from somewhere else than a memfd")
+	case memfd >= 64:
+		t.Errorf("the memfd is descriptor %d, which grows the descriptor table", memfd)
+	}
 }

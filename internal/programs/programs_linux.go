@@ -53,14 +53,13 @@ const (
 // of Open wrap it).
 var ErrNotBuilt = errors.New("build it with make build, or go generate ./internal/programs first")
 
-// memfdFD is where the program's memfd is kept: above any descriptor a
-// child is handed (the supervisor passes a few as 3, 4, ...), so that
-// setting those up in the child cannot replace it before the exec. It
-// grows the descriptor table past the 64 entries a process starts with,
-// which in a process with threads waits for an RCU grace period (about
-// 8 ms here): the memfd is the fallback, for hosts where no private
-// directory can hold a copy.
-const memfdFD = 1000
+// memfdFD is the lowest descriptor a program's memfd is kept at. A child
+// started from it gets its descriptors by dup2 before the exec, onto 0..n-1
+// and passing through n..2n-1 (n: stdio plus the files it is handed), so the
+// memfd must sit above them (PathFor). It stays below 64, the descriptor
+// table a process starts with: growing the table in a process with threads
+// waits for an RCU grace period, about 8 ms here, on every start.
+const memfdFD = 32
 
 // Program is an executable to start.
 type Program struct {
@@ -113,6 +112,27 @@ func Open(name string) (*Program, error) {
 		return nil, fmt.Errorf("%s program: %w", name, err)
 	}
 	return &Program{Path: fmt.Sprintf("/proc/self/fd/%d", f.Fd()), file: f}, nil
+}
+
+// PathFor returns what to execute in a child handed extra descriptors
+// besides stdio: Path, after moving a memfd's descriptor out of the way of
+// the child's descriptor setup when there are that many.
+func (p *Program) PathFor(extra int) (string, error) {
+	if p.file == nil {
+		return p.Path, nil
+	}
+	clear := 2 * (3 + extra)
+	if int(p.file.Fd()) >= clear {
+		return p.Path, nil
+	}
+	high, err := unix.FcntlInt(p.file.Fd(), unix.F_DUPFD_CLOEXEC, clear)
+	if err != nil {
+		return "", fmt.Errorf("move program descriptor: %w", err)
+	}
+	p.file.Close()
+	p.file = os.NewFile(uintptr(high), p.file.Name())
+	p.Path = fmt.Sprintf("/proc/self/fd/%d", high)
+	return p.Path, nil
 }
 
 // Exec replaces the calling process with program name, run with argv (argv[0]
