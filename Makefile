@@ -2,13 +2,14 @@
 # the missing ones first when run as root.
 
 GO ?= go
-# jail is one static pure-Go binary. It embeds three helper programs built
+# jail is one static pure-Go binary. It embeds four helper programs built
 # first by go generate (internal/programs): the stage program (a sandbox's
-# init, the cgroup janitor and a pool's forker), the server program (jail
-# serve) and the tools program (image import and pull, and seccomp
-# compiling, which links libseccomp statically through cgo).
+# init, a pool's forker and its cgroup janitor), the janitor program (one
+# sandbox's cgroup janitor, static C), the server program (jail serve) and
+# the tools program (image import and pull, and seccomp compiling, which
+# links libseccomp statically through cgo).
 JAIL_BUILD := CGO_ENABLED=0 $(GO) build -trimpath
-TEST_PACKAGES := busybox-static bubblewrap util-linux libseccomp-dev gcc git python3 debootstrap curl
+TEST_PACKAGES := busybox-static bubblewrap util-linux libseccomp-dev gcc libc6-dev git python3 debootstrap curl
 
 .PHONY: build build-deps programs test test-deps test-host test-cgroup2 bench vet clean
 
@@ -19,11 +20,12 @@ programs: build-deps
 	$(GO) generate ./internal/programs
 
 # The tools program needs libseccomp (and gcc for cgo), from Debian's
-# packages.
+# packages; the tools and janitor programs link glibc statically
+# (libc6-dev).
 build-deps:
-	@dpkg -s libseccomp-dev gcc >/dev/null 2>&1 || { \
-		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libseccomp-dev gcc; \
-		else echo "building jail needs: apt-get install libseccomp-dev gcc" >&2; exit 1; fi; }
+	@dpkg -s libseccomp-dev gcc libc6-dev >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libseccomp-dev gcc libc6-dev; \
+		else echo "building jail needs: apt-get install libseccomp-dev gcc libc6-dev" >&2; exit 1; fi; }
 
 # The whole suite: unit tests and integration tests that start real
 # sandboxes as root and as an unprivileged user (created when missing), on

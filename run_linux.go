@@ -381,9 +381,14 @@ func (s *supervisor) createCgroup() error {
 		started <- s.watched(paths)
 	} else {
 		// The janitor starts while the cgroup is made and the init
-		// starts.
+		// starts: the janitor program, or else the stage program's.
 		go func() {
-			release, wait, err := janitor.Start(s.program.Path, paths)
+			path := s.program.Path
+			if p, err := programs.Open(programs.Janitor); err == nil {
+				defer p.Close()
+				path = p.Path
+			}
+			release, wait, err := janitor.Start(path, paths)
 			if err != nil {
 				started <- janitorHandle{}
 				return

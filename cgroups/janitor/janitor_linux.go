@@ -6,8 +6,11 @@
 // supervisor (StartWatch).
 //
 // It is apart from package cgroups so that the janitor's program does not
-// link containerd/cgroups. Invariant: it removes only directories that are
-// children of one named Parent inside the cgroup mount.
+// link containerd/cgroups. A one-sandbox janitor is usually the janitor
+// program in C (internal/programs/janitor), which Start runs just as this
+// package's Main, with the same arguments and rules; Main is the janitor of
+// builds without it and the watching one. Invariant: it removes only
+// directories that are children of one named Parent inside the cgroup mount.
 package janitor
 
 import (

@@ -1,9 +1,15 @@
-// Package programs holds the three helper programs built into jail and
+// Package programs holds the four helper programs built into jail and
 // starts them:
 //
-//   - stage: a sandbox's init and the cgroup janitor (package stage). It
-//     links only what they need and starts in about a third of the time the
-//     jail binary takes, which every sandbox pays twice.
+//   - stage: a sandbox's init, a pool's forker and the watching cgroup
+//     janitor (package stage). It links only what they need and starts in
+//     about a third of the time the jail binary takes, which every sandbox
+//     pays.
+//   - janitor: the cgroup janitor of one sandbox (cgroups/janitor), in C
+//     (janitor/janitor.c): one starts beside every `jail run`, at the moment
+//     the sandbox's init starts, and a Go program's start and exit took 1.9
+//     ms of CPU there against 0.35 ms. Builds without it use the stage
+//     program's.
 //   - tools: what needs heavy dependencies and runs rarely: image import
 //     and pull (go-containerregistry, package images/fetch) and compiling
 //     seccomp filters (libseccomp through cgo, package seccomp/compile).
@@ -38,15 +44,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+//go:generate sh -c "gcc -static -Os -s -Wall -Wextra -Werror -o bin/janitor ./janitor/janitor.c && sha256sum bin/janitor | cut -c1-64 > bin/janitor.sha256"
 //go:generate sh -c "CGO_ENABLED=0 go build -trimpath -ldflags=-s -o bin/stage ./stage && sha256sum bin/stage | cut -c1-64 > bin/stage.sha256"
 //go:generate sh -c "CGO_ENABLED=0 go build -trimpath -tags jail_server -ldflags=-s -o bin/server ./server && sha256sum bin/server | cut -c1-64 > bin/server.sha256"
 //go:generate sh -c "go build -trimpath -tags netgo,osusergo -ldflags '-s -linkmode external -extldflags -static' -o bin/tools ./tools && sha256sum bin/tools | cut -c1-64 > bin/tools.sha256"
 
 // Names of the programs.
 const (
-	Stage  = "stage"
-	Tools  = "tools"
-	Server = "server"
+	Stage   = "stage"
+	Janitor = "janitor"
+	Tools   = "tools"
+	Server  = "server"
 )
 
 // ErrNotBuilt: this build of jail has not the program asked for (the errors

@@ -122,3 +122,93 @@ func TestStageNamesItself(t *testing.T) {
 	}
 	t.Errorf("the janitor's name is %q", comm)
 }
+
+// TestJanitorProgram: the janitor program waits for its supervisor to let it
+// go, then kills what is left in each sandbox cgroup it was given and
+// removes it, and never touches a directory that is not a sandbox cgroup
+// (the same rules as cgroups/janitor's), whatever its arguments say. It
+// names itself as the stage program's janitor does.
+func TestJanitorProgram(t *testing.T) {
+	if Version(Janitor) == "" {
+		t.Skip("no embedded programs (go generate ./internal/programs)")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make cgroups")
+	}
+	parent := "/sys/fs/cgroup/pids/" + janitor.Parent
+	if _, err := os.Stat("/sys/fs/cgroup/pids/cgroup.procs"); err != nil {
+		t.Skip("no cgroup v1 pids hierarchy")
+	}
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("programs-test-%d", os.Getpid())
+	sandbox := filepath.Join(parent, name)          // with a process in it
+	empty := filepath.Join(parent, name+"-empty")   // nothing in it
+	nested := filepath.Join(parent, name+"-x", "y") // its parent is not jail's
+	dotted := filepath.Join(parent, name+".z")      // not a sandbox's name
+	for _, d := range []string{sandbox, empty, nested, dotted} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, d := range []string{sandbox, empty, nested, filepath.Dir(nested), dotted} {
+			_ = os.Remove(d)
+		}
+	})
+	sleeper := exec.Command("sleep", "60")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() }()
+	if err := os.WriteFile(filepath.Join(sandbox, "cgroup.procs"), []byte(fmt.Sprint(sleeper.Process.Pid)), 0); err != nil {
+		t.Fatal(err)
+	}
+
+	p, err := Open(Janitor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	stdin, release, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd := &exec.Cmd{
+		Path:   p.Path,
+		Args:   []string{janitor.Arg, sandbox, empty, nested, dotted, sandbox + "/../" + filepath.Base(dotted), "/etc", parent},
+		Stdin:  stdin,
+		Stderr: &stderr,
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stdin.Close()
+	time.Sleep(50 * time.Millisecond)
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", cmd.Process.Pid))
+	if comm := strings.TrimSpace(string(b)); comm != "jail-janitor" {
+		t.Errorf("the janitor's name is %q", comm)
+	}
+	if _, err := os.Stat(sandbox); err != nil {
+		t.Fatalf("the janitor did not wait for its supervisor: %v", err)
+	}
+	release.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("janitor: %v; stderr %q", err, stderr.String())
+	}
+	for _, gone := range []string{sandbox, empty} {
+		if _, err := os.Stat(gone); !os.IsNotExist(err) {
+			t.Errorf("%s is still there: %v", gone, err)
+		}
+	}
+	for _, kept := range []string{nested, dotted} {
+		if _, err := os.Stat(kept); err != nil {
+			t.Errorf("%s was removed: %v", kept, err)
+		}
+	}
+	if err := sleeper.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Errorf("the process in the sandbox cgroup: %v, want killed", err)
+	}
+}
