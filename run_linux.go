@@ -138,14 +138,45 @@ func (s *supervisor) boot() error {
 	}
 	s.program = program
 
-	// The description goes into the socket buffer before the init exists,
-	// so the init finds it there the moment it asks.
 	conn, initEnd, err := control.Pair()
 	if err != nil {
 		return &SetupError{Step: "start", Err: err}
 	}
 	s.conn = conn
-	if err := conn.Send(control.Message{Kind: control.KindConfig, Config: &s.plan.cfg}); err != nil {
+	if s.lateEntry() {
+		err = s.bootThenEnter(initEnd)
+	} else {
+		err = s.bootInCgroup(initEnd)
+	}
+	if err != nil {
+		return err
+	}
+
+	go func() { s.reports <- s.listen() }()
+	go func() {
+		usage, err := s.init.wait()
+		s.usage = usage
+		close(s.reaped)
+		s.waited <- err
+	}()
+	return nil
+}
+
+// lateEntry reports whether the init starts before its cgroup exists and
+// moves itself in once it does: on v1, for an init this process starts
+// itself. A thread that moves itself into a v1 cgroup takes no lock, and
+// making the cgroup (0.6 ms) then overlaps the init's start. On v2 the init
+// is cloned into its cgroup, which must exist first; a pool's forker has
+// its thread enter the cgroup to fork the init there.
+func (s *supervisor) lateEntry() bool {
+	return s.plan.cgroup.Version == cgroups.V1 && s.forker == nil
+}
+
+// bootInCgroup makes the cgroup, then starts the init inside it. The
+// description goes into the socket buffer before the init exists, so the
+// init finds it there the moment it asks.
+func (s *supervisor) bootInCgroup(initEnd *os.File) error {
+	if err := s.conn.Send(control.Message{Kind: control.KindConfig, Config: &s.plan.cfg}); err != nil {
 		initEnd.Close()
 		return &SetupError{Step: "start", Err: err}
 	}
@@ -158,14 +189,47 @@ func (s *supervisor) boot() error {
 		return err
 	}
 	s.times.initStarted = time.Now()
+	return nil
+}
 
-	go func() { s.reports <- s.listen() }()
-	go func() {
-		usage, err := s.init.wait()
-		s.usage = usage
-		close(s.reaped)
-		s.waited <- err
-	}()
+// bootThenEnter starts the init, makes the cgroup while the init starts up,
+// and sends the description with the cgroup's tasks files: the init moves
+// the thread that forks the command in before it builds anything, and the
+// command is released only after that.
+func (s *supervisor) bootThenEnter(initEnd *os.File) error {
+	if err := s.startInit(initEnd); err != nil {
+		return err
+	}
+	s.times.initStarted = time.Now()
+	abandon := func(err error) error {
+		_ = s.init.signal(syscall.SIGKILL)
+		_, _ = s.init.wait()
+		return err
+	}
+	if err := s.createCgroup(); err != nil {
+		return abandon(err)
+	}
+	s.times.cgroup = time.Now()
+	cfg := s.plan.cfg
+	var files []*os.File
+	if s.cgroup != nil {
+		place, err := s.cgroup.Placement()
+		if err != nil {
+			return abandon(&SetupError{Step: "cgroup", Err: err})
+		}
+		for _, path := range place.Enter {
+			f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_CLOEXEC, 0)
+			if err != nil {
+				return abandon(&SetupError{Step: "cgroup", Err: err})
+			}
+			defer f.Close()
+			files = append(files, f)
+		}
+		cfg.EnterCgroup = true
+	}
+	if err := s.conn.Send(control.Message{Kind: control.KindConfig, Config: &cfg}, files...); err != nil {
+		return abandon(&SetupError{Step: "start", Err: err})
+	}
 	return nil
 }
 
@@ -523,6 +587,11 @@ func (s *supervisor) startInit(initEnd *os.File) error {
 		return nil
 	}
 	if s.cgroup == nil {
+		if s.lateEntry() {
+			// Its cgroup namespace is made once it is in its
+			// cgroup, so that the namespace is rooted there.
+			cmd.SysProcAttr.Cloneflags &^= syscall.CLONE_NEWCGROUP
+		}
 		return start()
 	}
 	// The init is born in its cgroup, never attached later: the command

@@ -8,10 +8,13 @@
 // every cgroup jail creates lives under a parent named Parent (at the root of
 // each hierarchy for root; inside the user's delegated subtree on v2 for an
 // ordinary user), and nothing else is written except to pass those
-// controllers down to it; the only task ever moved is, on v1, the thread
-// that forks a sandbox's init (the supervisor's, or its pool's forker's): it
-// moves itself into the sandbox's cgroup and then out to Parent (the init is
-// born inside; on v2 it is cloned into it); a sandbox's cgroup is removed
+// controllers down to it; the only tasks ever moved are, on v1, threads
+// moving themselves (no lock is taken then): the thread of a pool's forker
+// that forks a sandbox's init, into the sandbox's cgroup and then out to
+// Parent (the init is born inside); or, for an init its supervisor starts
+// itself, the init's thread that forks the command (Placement's Enter
+// files, which the supervisor opens and the init writes). On v2 the init is
+// cloned into its cgroup. A sandbox's cgroup is removed
 // when the sandbox ends, and a janitor process (package janitor) removes it
 // even when the supervisor is SIGKILLed.
 package cgroups
@@ -85,15 +88,16 @@ type Manager interface {
 	Paths() []string
 	// Destroy kills whatever still runs in the cgroup and removes it.
 	Destroy() error
-	// Placement says how another process (jail's forker) forks an init
-	// into the cgroup, as Start does here.
+	// Placement says how another process forks an init into the cgroup,
+	// as Start does here (jail's forker), or moves itself in (an init
+	// started before the cgroup, on v1).
 	Placement() (Placement, error)
 }
 
 // Placement is how a forking thread gets a child born in a cgroup: on v1 it
 // writes "0" to each of the Enter tasks files before the fork and to each
 // of Leave after; on v2 it clones the child into Dir (the caller closes
-// it).
+// it). A thread that writes "0" to the Enter files moves itself in.
 type Placement struct {
 	Enter, Leave []string
 	Dir          *os.File

@@ -1,6 +1,7 @@
 package test
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -9,7 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestSandboxSeesOnlyItsOwnProcesses(t *testing.T) {
@@ -277,4 +280,60 @@ func statusField(status, field string) string {
 
 func portOf(ln net.Listener) string {
 	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// TestSandboxIsInItsOwnCgroup: the command runs in the sandbox's cgroup in
+// every hierarchy jail limits, seen from the host, wherever jail makes one
+// (as root); and its cgroup namespace is rooted there, so the sandbox sees
+// no host cgroup path.
+func TestSandboxIsInItsOwnCgroup(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		out := mustRun(t, m, "run", "--", "cat", "/proc/self/cgroup")
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			if !strings.HasSuffix(line, ":/") {
+				t.Errorf("the sandbox sees a cgroup path: %q", line)
+			}
+		}
+		if m.rootless {
+			return // a cgroup only where the user has one delegated
+		}
+		cmd := command(m, "run", "--", "sleep", "7.25")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			_ = cmd.Wait()
+		}()
+		pid := 0
+		for deadline := time.Now().Add(5 * time.Second); pid == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+			for _, p := range procs {
+				if b, _ := os.ReadFile(p); string(b) == "sleep\x007.25\x00" {
+					pid, _ = strconv.Atoi(filepath.Base(filepath.Dir(p)))
+				}
+			}
+		}
+		if pid == 0 {
+			t.Fatal("the command did not start")
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		v1 := strings.Contains(string(b), ":memory:")
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			fields := strings.SplitN(line, ":", 3)
+			if len(fields) != 3 {
+				continue
+			}
+			limited := fields[0] == "0" && !v1
+			for _, c := range strings.Split(fields[1], ",") {
+				limited = limited || c == "memory" || c == "pids" || c == "cpu"
+			}
+			if limited && !strings.Contains(fields[2], "/jail/") {
+				t.Errorf("the command is outside its cgroup: %q", line)
+			}
+		}
+	})
 }

@@ -21,6 +21,11 @@ type Init struct {
 	ReadOnly []string `json:"read_only,omitempty"` // extra paths to make read-only
 	// Seccomp is the profile's compiled filter, loaded last before exec.
 	Seccomp filter.Filter `json:"seccomp"`
+	// EnterCgroup: the files sent with this description are the tasks
+	// files of the sandbox's v1 cgroup. The init moves the thread that
+	// forks the command into it, and only then makes the cgroup namespace,
+	// so that the namespace is rooted at the sandbox's cgroup.
+	EnterCgroup bool `json:"enter_cgroup,omitempty"`
 }
 
 // Rootfs says what the sandbox's / is made of.

@@ -276,6 +276,7 @@ func encodeConfig(w *writer, c *config.Init) {
 	w.strings(c.ReadOnly)
 	w.optionalBytes(c.Seccomp.Allowlist)
 	w.optionalBytes(c.Seccomp.Denials)
+	w.bool(c.EnterCgroup)
 }
 
 func encodeProcess(w *writer, p *config.Process) {
@@ -354,6 +355,7 @@ func decodeConfig(r *reader) *config.Init {
 	c.ReadOnly = r.strings()
 	c.Seccomp.Allowlist = r.optionalBytes()
 	c.Seccomp.Denials = r.optionalBytes()
+	c.EnterCgroup = r.bool()
 	return c
 }
 

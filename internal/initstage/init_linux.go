@@ -95,11 +95,18 @@ func run() int {
 		close(notifying)
 	}()
 
-	msg, _, err := conn.Recv()
+	msg, files, err := conn.Recv()
 	if err != nil || msg.Kind != control.KindConfig || msg.Config == nil {
 		return 1
 	}
 	cfg := msg.Config
+	if cfg.EnterCgroup {
+		if err := enterCgroup(files); err != nil {
+			_ = conn.Send(control.Message{Kind: control.KindError, Step: "cgroup", Reason: err.Error()})
+			return 1
+		}
+	}
+	closeFiles(files)
 
 	cmd, err := setup(cfg, conn, notifying)
 	if err != nil {
@@ -126,6 +133,35 @@ func run() int {
 	endRemaining()
 	_ = conn.Send(control.Message{Kind: control.KindExit, Code: code, Signal: sig})
 	return code
+}
+
+// enterCgroup moves this thread, which forks the command, into the
+// sandbox's v1 cgroup: writing 0 to a tasks file moves the writer, without
+// the global lock that moving another task takes (an RCU grace period after
+// an idle moment). The files were opened by the supervisor; the kernel
+// checks the opener's credentials. The other threads of the init stay where
+// it was started; nothing of the command ever runs outside. The cgroup
+// namespace the command gets is made here, after the move, so that it is
+// rooted at the sandbox's cgroup.
+func enterCgroup(tasks []*os.File) error {
+	if len(tasks) == 0 {
+		return errors.New("no cgroup to enter")
+	}
+	for _, f := range tasks {
+		if _, err := f.Write([]byte("0")); err != nil {
+			return fmt.Errorf("enter %s: %w", f.Name(), err)
+		}
+	}
+	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+		return fmt.Errorf("cgroup namespace: %w", err)
+	}
+	return nil
+}
+
+func closeFiles(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
 }
 
 // setup builds the sandbox and starts the command; it returns its pid.
