@@ -5,7 +5,9 @@
 // It times, as root:
 //  1. cold start of /bin/true in a busybox root filesystem with all
 //     isolation on (namespaces, the same limits, the same seccomp filter
-//     where the tool takes one);
+//     where the tool takes one); on cgroup v1 hosts also bwrap under the
+//     same cgroup limits as jail's (cgwrap, compiled with gcc), the peer
+//     with jail's features that bwrap alone lacks;
 //  2. the same on the default root (the host tree read-only);
 //  3. throughput: sandboxes started and finished per second, two at a time;
 //  4. with -image, the cost of --image over the default root.

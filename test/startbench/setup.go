@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	_ "embed"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -38,7 +39,16 @@ type bench struct {
 	wanted   func(name string) bool
 	// servers are `jail serve` processes, by contender name.
 	servers map[string]*server
+	// cgwrap is the wrapper of the bwrap+cgroup contender ("" where it
+	// cannot run: not cgroup v1, or no gcc).
+	cgwrap string
 }
+
+// cgwrapSource puts a command under cgroup limits as jail's (v1), the way
+// a careful wrapper would: for the bwrap+cgroup contender.
+//
+//go:embed cgwrap/cgwrap.c
+var cgwrapSource []byte
 
 // server is a `jail serve` the API contenders send their runs to.
 type server struct {
@@ -112,6 +122,11 @@ func (b *bench) setup() error {
 			return err
 		}
 	}
+	if b.wanted(bwrapInCgroup) && isDir("/sys/fs/cgroup/memory") && isDir("/sys/fs/cgroup/pids") {
+		if err := b.buildCgwrap(); err != nil {
+			return err
+		}
+	}
 	for name, pool := range map[string]string{"jail serve": "2", "jail serve --pool 0": "0"} {
 		if !b.wanted(name) {
 			continue
@@ -120,6 +135,24 @@ func (b *bench) setup() error {
 			return err
 		}
 	}
+	return nil
+}
+
+// bwrapInCgroup is the name of the contender that runs bwrap under the
+// cgroup limits jail sets (cgwrap), on v1 hosts.
+const bwrapInCgroup = "bwrap+cgroup"
+
+// buildCgwrap compiles the wrapper of the bwrap+cgroup contender.
+func (b *bench) buildCgwrap() error {
+	src := filepath.Join(b.dir, "cgwrap.c")
+	if err := os.WriteFile(src, cgwrapSource, 0o644); err != nil {
+		return err
+	}
+	bin := filepath.Join(b.dir, "cgwrap")
+	if out, err := exec.Command("gcc", "-O2", "-o", bin, src).CombinedOutput(); err != nil {
+		return fmt.Errorf("build cgwrap: %v: %s", err, out)
+	}
+	b.cgwrap = bin
 	return nil
 }
 
@@ -336,6 +369,7 @@ func (b *bench) scenarios(image string) []scenario {
 		{"busybox", "busybox root, all isolation on", []contender{
 			{name: "jail", argv: fixed(b.jail, "run", "--rootfs", b.rootfs, "--", "/bin/true")},
 			{name: "bwrap", files: filters, argv: fixed(append(append([]string{"bwrap", "--unshare-all", "--ro-bind", b.rootfs, "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"}, bwrapFilter...), "/bin/true")...)},
+			{name: bwrapInCgroup, files: filters, argv: fixed(append(append([]string{b.cgwrap, cgroupParent, "bwrap", "--unshare-all", "--ro-bind", b.rootfs, "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"}, bwrapFilter...), "/bin/true")...)},
 			{name: "crun", argv: oci("crun")},
 			{name: "runc", argv: oci("runc")},
 			{name: "unshare", argv: fixed("unshare", "-Urmpinuf", "--mount-proc", "/bin/true")},
@@ -357,9 +391,15 @@ func (b *bench) scenarios(image string) []scenario {
 		}})
 	}
 	for i := range all {
-		for j := range all[i].contenders {
-			all[i].contenders[j].b = b
+		var kept []contender
+		for _, c := range all[i].contenders {
+			if c.name == bwrapInCgroup && b.cgwrap == "" {
+				continue
+			}
+			c.b = b
+			kept = append(kept, c)
 		}
+		all[i].contenders = kept
 	}
 	return all
 }
