@@ -9,10 +9,13 @@
  * It makes PARENT/cgwrap-<pid> in the memory, cpu, cpuacct and pids
  * hierarchies, writes 512M (swap included), 1 CPU and 256 tasks, moves
  * itself in (a single-threaded process writing 0 to tasks takes no lock),
- * forks the command there, moves itself back out to PARENT, waits, removes
- * the cgroup and exits with the command's status. v1 only.
+ * forks the command there, moves itself back out to PARENT, waits, and
+ * exits with the command's status once the cgroup is removed (or, while
+ * the command's last processes still exit, once a child of its own is left
+ * to remove it, as jail's janitor does). v1 only.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,7 +75,24 @@ int main(int argc, char **argv)
 	int status = 0;
 	if (pid < 0 || waitpid(pid, &status, 0) < 0)
 		status = 125 << 8;
+	/* What the command left may still be exiting: as jail does, answer
+	 * now and leave the removal to a child of our own. */
+	int busy = 0;
 	for (int i = 0; i < NCONTROLLERS; i++)
-		rmdir(dirs[i]);
+		if (rmdir(dirs[i]) != 0)
+			busy = 1;
+	if (busy && fork() == 0) {
+		setsid();
+		for (int try = 0; try < 2000; try++) {
+			busy = 0;
+			for (int i = 0; i < NCONTROLLERS; i++)
+				if (rmdir(dirs[i]) != 0 && errno != ENOENT)
+					busy = 1;
+			if (!busy)
+				break;
+			usleep(1000);
+		}
+		_exit(0);
+	}
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
