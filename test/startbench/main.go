@@ -18,6 +18,11 @@
 // directory, crun and runc state, cgroups under jail-bench) is removed.
 //
 //	go run ./test/startbench -jail bin/jail -json bin/bench-start.json
+//
+// With -repeat N each cold-start comparison runs N times, one after the
+// other, and a last table gives jail's time over each contender's in every
+// run, with the lowest, median and highest: on a shared machine one run's
+// ratio moves by ten per cent from one run to the next.
 package main
 
 import (
@@ -49,6 +54,7 @@ type options struct {
 	only       string
 	scenarios  string
 	image      string
+	repeat     int
 }
 
 func main() {
@@ -61,6 +67,7 @@ func main() {
 	flag.StringVar(&o.only, "only", "", "comma-separated contender names to run (default: all)")
 	flag.StringVar(&o.scenarios, "scenarios", "busybox,host", "comma-separated cold-start scenarios: busybox, host, image")
 	flag.StringVar(&o.image, "image", "", "an image in jail's store, for the image scenario")
+	flag.IntVar(&o.repeat, "repeat", 1, "runs of each cold-start comparison, one after the other; with more than one, each contender's ratio to jail is summarised across runs")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "startbench:", err)
@@ -99,12 +106,25 @@ func run(o options) error {
 		if len(cs) == 0 {
 			continue
 		}
-		res, err := timeInterleaved(cs, o.warmup, o.rounds)
-		if err != nil {
-			return err
+		var runs [][]Result
+		for r := 0; r < max(o.repeat, 1); r++ {
+			res, err := timeInterleaved(cs, o.warmup, o.rounds)
+			if err != nil {
+				return err
+			}
+			name := sc.name
+			if o.repeat > 1 {
+				name = fmt.Sprintf("%s (run %d of %d)", sc.name, r+1, o.repeat)
+			}
+			report.Scenarios = append(report.Scenarios, Scenario{Name: name, Results: res})
+			printScenario(name, res)
+			runs = append(runs, res)
 		}
-		report.Scenarios = append(report.Scenarios, Scenario{Name: sc.name, Results: res})
-		printScenario(sc.name, res)
+		if len(runs) > 1 {
+			sum := summarizeRatios(sc.name, runs)
+			report.Ratios = append(report.Ratios, sum...)
+			printRatios(sc.name, sum)
+		}
 	}
 	if o.throughput > 0 && strings.Contains(","+o.scenarios+",", ",busybox,") {
 		cs := filter(env.throughputContenders(), o.only)
@@ -166,10 +186,13 @@ func filter(cs []contender, only string) []contender {
 
 // Report is the JSON file: enough to compare one run with a later one.
 type Report struct {
-	Date       string       `json:"date"`
-	Machine    Machine      `json:"machine"`
-	Rounds     int          `json:"rounds"`
-	Scenarios  []Scenario   `json:"cold_start"`
+	Date      string     `json:"date"`
+	Machine   Machine    `json:"machine"`
+	Rounds    int        `json:"rounds"`
+	Scenarios []Scenario `json:"cold_start"`
+	// Ratios summarise each contender's ratio to jail across the runs of
+	// a scenario (-repeat).
+	Ratios     []Ratios     `json:"ratios,omitempty"`
 	Throughput []Throughput `json:"throughput,omitempty"`
 }
 
@@ -351,6 +374,63 @@ func printScenario(name string, res []Result) {
 	fmt.Println("|---|---|---|---|---|")
 	for _, r := range res {
 		fmt.Printf("| %s | %.2f ms | %.2f ms | %.2f | `%s` |\n", r.Name, r.MedianMS, r.P90MS, r.RatioJail, r.Command)
+	}
+}
+
+// Ratios is one contender's ratio to jail in each run of a scenario: the
+// machine's speed drifts between runs, and a single run's ratio with it.
+type Ratios struct {
+	Scenario  string    `json:"scenario"`
+	Name      string    `json:"name"`
+	Ratios    []float64 `json:"ratios_to_jail"`
+	Median    float64   `json:"median"`
+	JailMedMS []float64 `json:"jail_median_ms"`
+}
+
+func summarizeRatios(scenario string, runs [][]Result) []Ratios {
+	var out []Ratios
+	for i, first := range runs[0] {
+		if first.Name == "jail" {
+			continue
+		}
+		r := Ratios{Scenario: scenario, Name: first.Name}
+		for _, run := range runs {
+			r.Ratios = append(r.Ratios, run[i].RatioJail)
+			r.JailMedMS = append(r.JailMedMS, run[0].MedianMS)
+		}
+		sorted := append([]float64(nil), r.Ratios...)
+		sort.Float64s(sorted)
+		r.Median = median(sorted)
+		out = append(out, r)
+	}
+	return out
+}
+
+// median of sorted values.
+func median(sorted []float64) float64 {
+	n := len(sorted)
+	if n%2 == 1 {
+		return sorted[n/2]
+	}
+	return (sorted[n/2-1] + sorted[n/2]) / 2
+}
+
+// printRatios prints, per contender, jail's time over the contender's in
+// each run (the × jail column read the other way round: "jail takes N
+// times its time"), which is how the targets are stated.
+func printRatios(scenario string, sum []Ratios) {
+	fmt.Printf("\n## %s: jail's median over each contender's, run by run\n\n", scenario)
+	fmt.Println("| contender | per run | lowest | median | highest |")
+	fmt.Println("|---|---|---|---|---|")
+	for _, r := range sum {
+		cells := make([]string, len(r.Ratios))
+		inv := make([]float64, len(r.Ratios))
+		for i, x := range r.Ratios {
+			inv[i] = 1 / x
+			cells[i] = fmt.Sprintf("%.3f", inv[i])
+		}
+		sort.Float64s(inv)
+		fmt.Printf("| %s | %s | %.3f | %.3f | %.3f |\n", r.Name, strings.Join(cells, " "), inv[0], median(inv), inv[len(inv)-1])
 	}
 }
 
