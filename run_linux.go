@@ -210,23 +210,26 @@ func (s *supervisor) bootThenEnter(initEnd *os.File) error {
 		return abandon(err)
 	}
 	s.times.cgroup = time.Now()
-	cfg := s.plan.cfg
+	// The init was started without a cgroup namespace, which it makes
+	// once it is in its cgroup: there must be one to enter.
+	if s.cgroup == nil {
+		return abandon(&SetupError{Step: "cgroup", Err: errors.New("no cgroup was made")})
+	}
+	place, err := s.cgroup.Placement()
+	if err != nil {
+		return abandon(&SetupError{Step: "cgroup", Err: err})
+	}
 	var files []*os.File
-	if s.cgroup != nil {
-		place, err := s.cgroup.Placement()
+	for _, path := range place.Enter {
+		f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_CLOEXEC, 0)
 		if err != nil {
 			return abandon(&SetupError{Step: "cgroup", Err: err})
 		}
-		for _, path := range place.Enter {
-			f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_CLOEXEC, 0)
-			if err != nil {
-				return abandon(&SetupError{Step: "cgroup", Err: err})
-			}
-			defer f.Close()
-			files = append(files, f)
-		}
-		cfg.EnterCgroup = true
+		defer f.Close()
+		files = append(files, f)
 	}
+	cfg := s.plan.cfg
+	cfg.EnterCgroup = true
 	if err := s.conn.Send(control.Message{Kind: control.KindConfig, Config: &cfg}, files...); err != nil {
 		return abandon(&SetupError{Step: "start", Err: err})
 	}

@@ -54,10 +54,15 @@ int main(int argc, char **argv)
 			return 125;
 		}
 	}
-	if (put(dirs[0], "memory.limit_in_bytes", "536870912") || put(dirs[0], "memory.memsw.limit_in_bytes", "536870912") ||
+	if (put(dirs[0], "memory.limit_in_bytes", "536870912") ||
 	    put(dirs[1], "cpu.cfs_period_us", "100000") || put(dirs[1], "cpu.cfs_quota_us", "100000") ||
 	    put(dirs[3], "pids.max", "256")) {
 		perror("cgwrap: limits");
+		return 125;
+	}
+	/* Swap is limited too where the kernel accounts it, as jail does. */
+	if (put(dirs[0], "memory.memsw.limit_in_bytes", "536870912") && errno != ENOENT) {
+		perror("cgwrap: swap limit");
 		return 125;
 	}
 	for (int i = 0; i < NCONTROLLERS; i++)
