@@ -95,32 +95,50 @@ func TestStageNamesItself(t *testing.T) {
 	if Version(Stage) == "" {
 		t.Skip("no embedded programs (go generate ./internal/programs)")
 	}
-	p, err := Open(Stage)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	stdin, release, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := &exec.Cmd{Path: p.Path, Args: []string{janitor.Arg}, Stdin: stdin}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stdin.Close()
+	cmd, release, _ := startJanitor(t, Stage)
 	defer func() {
 		release.Close()
 		_ = cmd.Wait()
 	}()
+	if comm := nameOf(cmd.Process.Pid, "jail-janitor"); comm != "jail-janitor" {
+		t.Errorf("the janitor's name is %q", comm)
+	}
+}
+
+// startJanitor starts program name as a janitor of dirs. It runs until
+// release is closed; the caller waits for it.
+func startJanitor(t *testing.T, name string, dirs ...string) (cmd *exec.Cmd, release *os.File, stderr *strings.Builder) {
+	t.Helper()
+	p, err := Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	stdin, release, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	stderr = &strings.Builder{}
+	cmd = &exec.Cmd{Path: p.Path, Args: append([]string{janitor.Arg}, dirs...), Stdin: stdin, Stderr: stderr}
+	if err := cmd.Start(); err != nil {
+		release.Close()
+		t.Fatal(err)
+	}
+	return cmd, release, stderr
+}
+
+// nameOf returns the process's name once it is want, or what it is after
+// five seconds.
+func nameOf(pid int, want string) string {
 	comm := ""
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", cmd.Process.Pid))
-		if comm = strings.TrimSpace(string(b)); err == nil && comm == "jail-janitor" {
-			return
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if comm = strings.TrimSpace(string(b)); err == nil && comm == want {
+			break
 		}
 	}
-	t.Errorf("the janitor's name is %q", comm)
+	return comm
 }
 
 // TestJanitorProgram: the janitor program waits for its supervisor to let it
@@ -166,31 +184,12 @@ func TestJanitorProgram(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p, err := Open(Janitor)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	stdin, release, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd := &exec.Cmd{
-		Path:   p.Path,
-		Args:   []string{janitor.Arg, sandbox, empty, nested, dotted, sandbox + "/../" + filepath.Base(dotted), "/etc", parent},
-		Stdin:  stdin,
-		Stderr: &stderr,
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stdin.Close()
-	time.Sleep(50 * time.Millisecond)
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", cmd.Process.Pid))
-	if comm := strings.TrimSpace(string(b)); comm != "jail-janitor" {
+	cmd, release, stderr := startJanitor(t, Janitor, sandbox, empty, nested, dotted, sandbox+"/../"+filepath.Base(dotted), "/etc", parent)
+	if comm := nameOf(cmd.Process.Pid, "jail-janitor"); comm != "jail-janitor" {
 		t.Errorf("the janitor's name is %q", comm)
 	}
+	// Time enough for a janitor that does not wait to do its work.
+	time.Sleep(50 * time.Millisecond)
 	if _, err := os.Stat(sandbox); err != nil {
 		t.Fatalf("the janitor did not wait for its supervisor: %v", err)
 	}
