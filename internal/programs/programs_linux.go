@@ -129,11 +129,11 @@ func (p *Program) PathFor(extra int) (string, error) {
 	if p.file == nil {
 		return p.Path, nil
 	}
-	clear := 2 * (3 + extra)
-	if int(p.file.Fd()) >= clear {
+	above := 2 * (3 + extra)
+	if int(p.file.Fd()) >= above {
 		return p.Path, nil
 	}
-	high, err := unix.FcntlInt(p.file.Fd(), unix.F_DUPFD_CLOEXEC, clear)
+	high, err := unix.FcntlInt(p.file.Fd(), unix.F_DUPFD_CLOEXEC, above)
 	if err != nil {
 		return "", fmt.Errorf("move program descriptor: %w", err)
 	}

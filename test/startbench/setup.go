@@ -40,7 +40,7 @@ type bench struct {
 	// servers are `jail serve` processes, by contender name.
 	servers map[string]*server
 	// cgwrap is the wrapper of the bwrap+cgroup contender ("" where it
-	// cannot run: not cgroup v1, or no gcc).
+	// cannot run: not cgroup v1).
 	cgwrap string
 }
 
@@ -365,11 +365,12 @@ func (b *bench) scenarios(image string) []scenario {
 		}
 	}
 	filters := []string{b.allowBPF, b.denyBPF}
+	bwrapBusybox := append(append([]string{"bwrap", "--unshare-all", "--ro-bind", b.rootfs, "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"}, bwrapFilter...), "/bin/true")
 	all := []scenario{
 		{"busybox", "busybox root, all isolation on", []contender{
 			{name: "jail", argv: fixed(b.jail, "run", "--rootfs", b.rootfs, "--", "/bin/true")},
-			{name: "bwrap", files: filters, argv: fixed(append(append([]string{"bwrap", "--unshare-all", "--ro-bind", b.rootfs, "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"}, bwrapFilter...), "/bin/true")...)},
-			{name: bwrapInCgroup, files: filters, argv: fixed(append(append([]string{b.cgwrap, cgroupParent, "bwrap", "--unshare-all", "--ro-bind", b.rootfs, "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"}, bwrapFilter...), "/bin/true")...)},
+			{name: "bwrap", files: filters, argv: fixed(bwrapBusybox...)},
+			{name: bwrapInCgroup, files: filters, argv: fixed(append([]string{b.cgwrap, cgroupParent}, bwrapBusybox...)...)},
 			{name: "crun", argv: oci("crun")},
 			{name: "runc", argv: oci("runc")},
 			{name: "unshare", argv: fixed("unshare", "-Urmpinuf", "--mount-proc", "/bin/true")},
