@@ -111,7 +111,9 @@ type supervisor struct {
 	// once nothing of the sandbox is left on the host.
 	watch  *janitor.Watch
 	forker *forker.Forker
-	onDone func()
+	// byForker: the forker starts this sandbox's init (decided in boot).
+	byForker bool
+	onDone   func()
 	// What the background readers of the init yield (see boot).
 	reports    chan report   // everything the init said, once it is done
 	ready      chan struct{} // closed when the init waits for its command
@@ -143,6 +145,12 @@ func (s *supervisor) boot() error {
 		return &SetupError{Step: "start", Err: err}
 	}
 	s.conn = conn
+	// Who starts the init is decided once, here: the cgroup's entry
+	// depends on it. A forker that is gone (killed, say) no longer serves;
+	// nor can it be sent more files than a message carries (the init's
+	// socket, the plan's files and stdio, for an image of many layers):
+	// such inits are started from here.
+	s.byForker = s.forker != nil && s.forker.Err() == nil && 1+len(s.plan.files)+4 <= control.MaxFiles
 	if s.lateEntry() {
 		err = s.bootThenEnter(initEnd)
 	} else {
@@ -169,7 +177,7 @@ func (s *supervisor) boot() error {
 // is cloned into its cgroup, which must exist first; a pool's forker has
 // its thread enter the cgroup to fork the init there.
 func (s *supervisor) lateEntry() bool {
-	return s.plan.cgroup.Version == cgroups.V1 && s.forker == nil
+	return s.plan.cgroup.Version == cgroups.V1 && !s.byForker
 }
 
 // bootInCgroup makes the cgroup, then starts the init inside it. The
@@ -576,10 +584,7 @@ func (s *supervisor) startInit(initEnd *os.File) error {
 	if err := s.connectStdio(cmd, &childEnds); err != nil {
 		return err
 	}
-	// A forker that is gone (killed, say) no longer serves; nor can it be
-	// sent more files than a message carries (an image of many layers):
-	// such inits are started from here.
-	if s.forker != nil && s.forker.Err() == nil && len(cmd.ExtraFiles)+4 <= control.MaxFiles {
+	if s.byForker {
 		return s.startForked(cmd)
 	}
 	start := func() error {
