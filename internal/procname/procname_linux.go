@@ -5,15 +5,21 @@
 package procname
 
 import (
+	"os"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// Set names the calling thread, and so the process when called from its
-// main thread, and the threads it starts from then on. The kernel keeps the
-// first 15 bytes.
+// Set names the process and the calling thread, and so the threads it
+// starts from then on. The kernel keeps the first 15 bytes.
+//
+// ps shows the name of the process's first thread, which need not be the
+// caller: Go may run main on another thread (it did, now and then, for the
+// server). So the process is named through /proc/self/comm, which is the
+// first thread's, and the calling thread with PR_SET_NAME.
 func Set(name string) {
+	_ = os.WriteFile("/proc/self/comm", []byte(name), 0)
 	if p, err := unix.BytePtrFromString(name); err == nil {
 		_ = unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(p)), 0, 0, 0)
 	}
