@@ -113,6 +113,9 @@ type supervisor struct {
 	forker *forker.Forker
 	// byForker: the forker starts this sandbox's init (decided in boot).
 	byForker bool
+	// unmapped: the init was started before its id maps were written
+	// (namespaces.Identity.UnmappedSysProcAttr), which startInit then did.
+	unmapped bool
 	onDone   func()
 	// What the background readers of the init yield (see boot).
 	reports    chan report   // everything the init said, once it is done
@@ -180,14 +183,9 @@ func (s *supervisor) lateEntry() bool {
 	return s.plan.cgroup.Version == cgroups.V1 && !s.byForker
 }
 
-// bootInCgroup makes the cgroup, then starts the init inside it. The
-// description goes into the socket buffer before the init exists, so the
-// init finds it there the moment it asks.
+// bootInCgroup makes the cgroup, then starts the init inside it and sends
+// the description, once the init's ids are mapped.
 func (s *supervisor) bootInCgroup(initEnd *os.File) error {
-	if err := s.conn.Send(control.Message{Kind: control.KindConfig, Config: &s.plan.cfg}); err != nil {
-		initEnd.Close()
-		return &SetupError{Step: "start", Err: err}
-	}
 	if err := s.createCgroup(); err != nil {
 		initEnd.Close()
 		return err
@@ -197,7 +195,25 @@ func (s *supervisor) bootInCgroup(initEnd *os.File) error {
 		return err
 	}
 	s.times.initStarted = time.Now()
+	if err := s.conn.Send(control.Message{Kind: control.KindConfig, Config: s.initConfig()}); err != nil {
+		return s.abandonInit(&SetupError{Step: "start", Err: err})
+	}
 	return nil
+}
+
+// initConfig is the description the init gets.
+func (s *supervisor) initConfig() *config.Init {
+	cfg := s.plan.cfg
+	cfg.TakeRoot = s.unmapped && s.plan.id.TakesRoot()
+	return &cfg
+}
+
+// abandonInit kills and reaps an init that will not be used, and returns
+// err.
+func (s *supervisor) abandonInit(err error) error {
+	_ = s.init.signal(syscall.SIGKILL)
+	_, _ = s.init.wait()
+	return err
 }
 
 // bootThenEnter starts the init, makes the cgroup while the init starts up,
@@ -209,11 +225,7 @@ func (s *supervisor) bootThenEnter(initEnd *os.File) error {
 		return err
 	}
 	s.times.initStarted = time.Now()
-	abandon := func(err error) error {
-		_ = s.init.signal(syscall.SIGKILL)
-		_, _ = s.init.wait()
-		return err
-	}
+	abandon := s.abandonInit
 	if err := s.createCgroup(); err != nil {
 		return abandon(err)
 	}
@@ -236,9 +248,9 @@ func (s *supervisor) bootThenEnter(initEnd *os.File) error {
 		defer f.Close()
 		files = append(files, f)
 	}
-	cfg := s.plan.cfg
+	cfg := s.initConfig()
 	cfg.EnterCgroup = true
-	if err := s.conn.Send(control.Message{Kind: control.KindConfig, Config: &cfg}, files...); err != nil {
+	if err := s.conn.Send(control.Message{Kind: control.KindConfig, Config: cfg}, files...); err != nil {
 		return abandon(&SetupError{Step: "start", Err: err})
 	}
 	return nil
@@ -247,6 +259,7 @@ func (s *supervisor) bootThenEnter(initEnd *os.File) error {
 // initProcess is a sandbox's init as its supervisor sees it: a child of the
 // supervisor, or of its pool's forker.
 type initProcess interface {
+	pid() int
 	signal(sig syscall.Signal) error
 	// wait returns once the init is reaped, with its resource usage when
 	// known.
@@ -255,6 +268,8 @@ type initProcess interface {
 
 // childInit is an init the supervisor started itself.
 type childInit struct{ cmd *exec.Cmd }
+
+func (c childInit) pid() int { return c.cmd.Process.Pid }
 
 func (c childInit) signal(sig syscall.Signal) error { return c.cmd.Process.Signal(sig) }
 
@@ -266,6 +281,8 @@ func (c childInit) wait() (*syscall.Rusage, error) {
 
 // forkedInit is an init that the pool's forker started.
 type forkedInit struct{ child *forker.Child }
+
+func (f forkedInit) pid() int { return f.child.Pid }
 
 func (f forkedInit) signal(sig syscall.Signal) error { return f.child.Signal(sig) }
 
@@ -307,11 +324,14 @@ func (s *supervisor) ended() bool {
 	}
 }
 
-// discard ends a booted sandbox that never ran a command.
+// discard ends a booted sandbox that never ran a command. The hangup ends
+// an init that outlived its parent (a pool's forker) without the parent-death
+// signal: it waits for its command on the socket.
 func (s *supervisor) discard() {
 	defer close(s.finished)
 	_ = s.init.signal(syscall.SIGKILL)
 	<-s.reaped
+	_ = s.conn.Hangup()
 	s.stdout, s.stderr = newCapture(nil, false, 0), newCapture(nil, false, 0)
 	close(s.handout)
 	s.copies.Wait()
@@ -566,12 +586,19 @@ func (s *supervisor) startInit(initEnd *os.File) error {
 	if err != nil {
 		return &SetupError{Step: "start", Err: err}
 	}
+	// The init is started before its ids are mapped, which are written
+	// once it runs, unless that cannot be set up.
+	attr, err := s.plan.id.UnmappedSysProcAttr()
+	s.unmapped = err == nil
+	if !s.unmapped {
+		attr = s.plan.id.SysProcAttr()
+	}
 	cmd := &exec.Cmd{
 		Path:        path,
 		Args:        []string{initstage.Arg},
 		Env:         []string{},
 		ExtraFiles:  extra,
-		SysProcAttr: s.plan.id.SysProcAttr(),
+		SysProcAttr: attr,
 	}
 	// The child's ends of the stdio pipes are closed here once it has
 	// them, so EOF on ours means every process in the sandbox is gone.
@@ -584,6 +611,25 @@ func (s *supervisor) startInit(initEnd *os.File) error {
 	if err := s.connectStdio(cmd, &childEnds); err != nil {
 		return err
 	}
+	if s.lateEntry() {
+		// Its cgroup namespace is made once it is in its cgroup, so that
+		// the namespace is rooted there.
+		cmd.SysProcAttr.Cloneflags &^= syscall.CLONE_NEWCGROUP
+	}
+	if err := s.startInitCmd(cmd); err != nil {
+		return err
+	}
+	if s.unmapped {
+		if err := s.plan.id.MapIDs(s.init.pid()); err != nil {
+			return s.abandonInit(&SetupError{Step: "start", Err: err})
+		}
+	}
+	return nil
+}
+
+// startInitCmd starts the init that cmd describes: from here, by the pool's
+// forker, or here through the cgroup's manager.
+func (s *supervisor) startInitCmd(cmd *exec.Cmd) error {
 	if s.byForker {
 		return s.startForked(cmd)
 	}
@@ -595,19 +641,13 @@ func (s *supervisor) startInit(initEnd *os.File) error {
 		return nil
 	}
 	if s.cgroup == nil {
-		if s.lateEntry() {
-			// Its cgroup namespace is made once it is in its
-			// cgroup, so that the namespace is rooted there.
-			cmd.SysProcAttr.Cloneflags &^= syscall.CLONE_NEWCGROUP
-		}
 		return start()
 	}
 	// The init is born in its cgroup, never attached later: the command
 	// can never run outside it.
 	if err := s.cgroup.Start(cmd.SysProcAttr, start, s.reaped); err != nil {
 		if s.init != nil {
-			_ = s.init.signal(syscall.SIGKILL)
-			_, _ = s.init.wait()
+			_ = s.abandonInit(nil)
 		}
 		var se *SetupError
 		if errors.As(err, &se) {

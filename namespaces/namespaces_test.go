@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestMapUserOnto(t *testing.T) {
@@ -34,5 +36,48 @@ func TestMapUserOnto(t *testing.T) {
 	id := Identity{UIDMap: []syscall.SysProcIDMap{{Size: 1}}, GIDMap: []syscall.SysProcIDMap{{Size: 1}}}
 	if err := id.MapUserOnto(0, 0); err == nil {
 		t.Errorf("mapped the sandbox user onto host root")
+	}
+}
+
+// TestUnmappedStart: the attributes that start an init before its ids are
+// mapped share the parent's memory, carry no maps or ids for the child to
+// set, and keep the capabilities the init would have as ambient ones.
+func TestUnmappedStart(t *testing.T) {
+	last, err := lastCap()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		id   Identity
+		caps int
+	}{
+		{"root", Identity{UIDMap: []syscall.SysProcIDMap{{ContainerID: 0, HostID: HostRangeStart, Size: HostRangeSize}}}, int(last) + 1},
+		{"rootless as root inside", Identity{Rootless: true}, int(last) + 1},
+		{"rootless as a user inside", Identity{Rootless: true, InitUID: 1000}, len(initCaps)},
+	} {
+		attr, err := tc.id.UnmappedSysProcAttr()
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if attr.Cloneflags&(CloneFlags|unix.CLONE_VM|unix.CLONE_VFORK) != CloneFlags|unix.CLONE_VM|unix.CLONE_VFORK {
+			t.Errorf("%s: clone flags %#x", tc.name, attr.Cloneflags)
+		}
+		if attr.UidMappings != nil || attr.GidMappings != nil || attr.Credential != nil {
+			t.Errorf("%s: the child would wait for maps or set ids: %+v", tc.name, attr)
+		}
+		if len(attr.AmbientCaps) != tc.caps || attr.Pdeathsig != syscall.SIGKILL {
+			t.Errorf("%s: %d ambient capabilities (want %d), parent-death signal %v", tc.name, len(attr.AmbientCaps), tc.caps, attr.Pdeathsig)
+		}
+		if tc.id.TakesRoot() == tc.id.Rootless {
+			t.Errorf("%s: takes root: %v", tc.name, tc.id.TakesRoot())
+		}
+	}
+}
+
+func TestMapText(t *testing.T) {
+	m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: HostRangeStart, Size: 1000}, {ContainerID: 1000, HostID: 1000, Size: 1}}
+	if got, want := string(mapText(m)), "0 2000000000 1000\n1000 1000 1\n"; got != want {
+		t.Errorf("mapText = %q; want %q", got, want)
 	}
 }

@@ -337,3 +337,65 @@ func TestSandboxIsInItsOwnCgroup(t *testing.T) {
 		}
 	})
 }
+
+// TestInitIsNotHostRoot: the init, started before its ids are mapped, runs
+// as the sandbox's root user as the host sees it, never as host root.
+func TestInitIsNotHostRoot(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		cmd := command(m, "run", "--", "sleep", "7.75")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			_ = cmd.Wait()
+		}()
+		sleeper := 0
+		for deadline := time.Now().Add(5 * time.Second); sleeper == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+			for _, p := range procs {
+				if b, _ := os.ReadFile(p); string(b) == "sleep\x007.75\x00" {
+					sleeper, _ = strconv.Atoi(filepath.Base(filepath.Dir(p)))
+				}
+			}
+		}
+		if sleeper == 0 {
+			t.Fatal("the command did not start")
+		}
+		initPid, err := strconv.Atoi(statusOf(t, sleeper, "PPid"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name := statusOf(t, initPid, "Name"); name != "jail-init" {
+			t.Fatalf("the command's parent is %q; want jail-init", name)
+		}
+		want := strconv.Itoa(hostRangeStart)
+		if m.rootless {
+			want = strconv.Itoa(rootless.uid)
+		}
+		for _, field := range []string{"Uid", "Gid"} {
+			ids := strings.Fields(statusOf(t, initPid, field))
+			if field == "Gid" && m.rootless {
+				want = strconv.Itoa(rootless.gid)
+			}
+			for _, id := range ids {
+				if id != want {
+					t.Errorf("the init's %s is %v as the host sees it; want %s everywhere", field, ids, want)
+					break
+				}
+			}
+		}
+		if groups := statusOf(t, initPid, "Groups"); !m.rootless && groups != "" {
+			t.Errorf("the init keeps supplementary groups %q", groups)
+		}
+	})
+}
+
+func statusOf(t *testing.T, pid int, field string) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return statusField(string(b), field)
+}

@@ -26,6 +26,10 @@ type Init struct {
 	// forks the command into it, and only then makes the cgroup namespace,
 	// so that the namespace is rooted at the sandbox's cgroup.
 	EnterCgroup bool `json:"enter_cgroup,omitempty"`
+	// TakeRoot: the init was started as host root before its ids were
+	// mapped (namespaces.Identity.TakesRoot); it makes itself sandbox root
+	// (uid and gid 0, no supplementary groups) before anything else.
+	TakeRoot bool `json:"take_root,omitempty"`
 }
 
 // Rootfs says what the sandbox's / is made of.

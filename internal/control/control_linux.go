@@ -128,6 +128,21 @@ func FromFD(fd int) *Conn {
 // Close closes this end.
 func (c *Conn) Close() error { return c.file.Close() }
 
+// Hangup shuts the socket down both ways: the peer's reads end, as do this
+// end's (a read blocked in the kernel does not end when the descriptor is
+// closed).
+func (c *Conn) Hangup() error {
+	raw, err := c.file.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var shutErr error
+	if err := raw.Control(func(fd uintptr) { shutErr = unix.Shutdown(int(fd), unix.SHUT_RDWR) }); err != nil {
+		return err
+	}
+	return shutErr
+}
+
 // Send writes one message, with files passed as SCM_RIGHTS.
 func (c *Conn) Send(m Message, files ...*os.File) error {
 	body := encode(m)

@@ -277,6 +277,7 @@ func encodeConfig(w *writer, c *config.Init) {
 	w.optionalBytes(c.Seccomp.Allowlist)
 	w.optionalBytes(c.Seccomp.Denials)
 	w.bool(c.EnterCgroup)
+	w.bool(c.TakeRoot)
 }
 
 func encodeProcess(w *writer, p *config.Process) {
@@ -356,6 +357,7 @@ func decodeConfig(r *reader) *config.Init {
 	c.Seccomp.Allowlist = r.optionalBytes()
 	c.Seccomp.Denials = r.optionalBytes()
 	c.EnterCgroup = r.bool()
+	c.TakeRoot = r.bool()
 	return c
 }
 

@@ -9,11 +9,12 @@
 // left in the pid namespace; when the supervisor dies, PR_SET_PDEATHSIG kills
 // the init.
 //
-// Invariants: the init is non-dumpable from its first instruction, so the
-// command (which shares its uid) cannot ptrace it or open /proc/1/fd, environ
-// or exe; every descriptor but stdio is close-on-exec; and the command is
-// forked from one dedicated OS thread whose privileges were dropped first, in
-// the order written in lockDown and spawn.
+// Invariants: the init is non-dumpable before anything of the sandbox runs,
+// so the command (which shares its uid) cannot ptrace it or open /proc/1/fd,
+// environ or exe (it turns non-dumpable once the supervisor has written its
+// id maps, which needs it dumpable); every descriptor but stdio is
+// close-on-exec; and the command is forked from one dedicated OS thread whose
+// privileges were dropped first, in the order written in lockDown and spawn.
 package initstage
 
 import (
@@ -74,10 +75,6 @@ type execError struct {
 func (e *execError) Error() string { return e.reason }
 
 func run() int {
-	// Not reachable through /proc or ptrace by anything in the sandbox.
-	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		return 1
-	}
 	// Whatever the supervisor's own parent leaked to it, nothing but stdio
 	// may reach the command.
 	if err := unix.CloseRange(controlFD, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
@@ -100,6 +97,27 @@ func run() int {
 		return 1
 	}
 	cfg := msg.Config
+	// The supervisor sends the description once it has written the id
+	// maps: the init may have been started before them, and writing them
+	// needs it dumpable.
+	if cfg.TakeRoot {
+		if err := takeRoot(); err != nil {
+			_ = conn.Send(control.Message{Kind: control.KindError, Step: "take sandbox root", Reason: err.Error()})
+			return 1
+		}
+		// Changing ids cleared the parent-death signal. Should the parent
+		// have died before this, the supervisor hangs up the control
+		// socket (see supervisor.discard), and the init ends at its next
+		// message.
+		if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+			return 1
+		}
+	}
+	// Not reachable through /proc or ptrace by anything in the sandbox,
+	// which starts only later.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return 1
+	}
 	if cfg.EnterCgroup {
 		if err := enterCgroup(files); err != nil {
 			_ = conn.Send(control.Message{Kind: control.KindError, Step: "cgroup", Reason: err.Error()})
@@ -154,6 +172,41 @@ func enterCgroup(tasks []*os.File) error {
 	}
 	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
 		return fmt.Errorf("cgroup namespace: %w", err)
+	}
+	return nil
+}
+
+// takeRoot makes the init sandbox root. Started as host root before its ids
+// were mapped, it is unmapped until then: it could neither own what it
+// creates nor pass ids on to the command. Only this thread changes, which
+// builds the root filesystem and forks the command, and is the process's
+// first thread (the one ps and /proc/PID/status show) when the stage program
+// runs the init; Go's syscall package would stop the world once per call to
+// change every thread, 0.3 ms and more, and does so only when this is not
+// the first thread. The init's other threads keep the unmapped ids, with the
+// init's capabilities inside the sandbox only: they signal, wait and talk to
+// the supervisor, and touch no file.
+func takeRoot() error {
+	if unix.Gettid() != unix.Getpid() {
+		if err := syscall.Setgroups(nil); err != nil {
+			return fmt.Errorf("setgroups: %w", err)
+		}
+		if err := syscall.Setresgid(0, 0, 0); err != nil {
+			return fmt.Errorf("setresgid: %w", err)
+		}
+		if err := syscall.Setresuid(0, 0, 0); err != nil {
+			return fmt.Errorf("setresuid: %w", err)
+		}
+		return nil
+	}
+	if _, _, errno := unix.RawSyscall(unix.SYS_SETGROUPS, 0, 0, 0); errno != 0 {
+		return fmt.Errorf("setgroups: %w", errno)
+	}
+	if _, _, errno := unix.RawSyscall(unix.SYS_SETRESGID, 0, 0, 0); errno != 0 {
+		return fmt.Errorf("setresgid: %w", errno)
+	}
+	if _, _, errno := unix.RawSyscall(unix.SYS_SETRESUID, 0, 0, 0); errno != 0 {
+		return fmt.Errorf("setresuid: %w", errno)
 	}
 	return nil
 }

@@ -6,9 +6,15 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime"
 
 	"github.com/jail-sandbox/jail/internal/stage"
 )
+
+// The init changes the ids of the thread it runs on only (see
+// initstage.takeRoot); running main on the startup thread makes that the
+// thread ps and /proc/PID/status show.
+func init() { runtime.LockOSThread() }
 
 func main() {
 	stage.Main()
