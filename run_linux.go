@@ -266,14 +266,30 @@ type initProcess interface {
 	wait() (*syscall.Rusage, error)
 }
 
-// childInit is an init the supervisor started itself.
-type childInit struct{ cmd *exec.Cmd }
+// childInit is an init the supervisor started itself; pidfd, when the
+// kernel gave one, is non-blocking: Go's poller waits for the init's end
+// (a pidfd turns readable then) rather than a thread blocked in wait4.
+type childInit struct {
+	cmd   *exec.Cmd
+	pidfd *os.File
+}
 
 func (c childInit) pid() int { return c.cmd.Process.Pid }
 
 func (c childInit) signal(sig syscall.Signal) error { return c.cmd.Process.Signal(sig) }
 
 func (c childInit) wait() (*syscall.Rusage, error) {
+	if c.pidfd != nil {
+		if raw, err := c.pidfd.SyscallConn(); err == nil {
+			_ = raw.Read(func(fd uintptr) bool {
+				var info unix.Siginfo
+				err := unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+				// Not exited yet: the kernel reports no signal.
+				return err != nil || info.Signo != 0
+			})
+		}
+		c.pidfd.Close()
+	}
 	err := c.cmd.Wait()
 	usage, _ := c.cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	return usage, err
@@ -633,11 +649,21 @@ func (s *supervisor) startInitCmd(cmd *exec.Cmd) error {
 	if s.byForker {
 		return s.startForked(cmd)
 	}
+	pidfd := -1
+	cmd.SysProcAttr.PidFD = &pidfd
 	start := func() error {
 		if err := cmd.Start(); err != nil {
 			return &SetupError{Step: "start", Err: err}
 		}
-		s.init = childInit{cmd}
+		init := childInit{cmd: cmd}
+		if pidfd >= 0 {
+			if unix.SetNonblock(pidfd, true) == nil {
+				init.pidfd = os.NewFile(uintptr(pidfd), "init-pidfd")
+			} else {
+				unix.Close(pidfd)
+			}
+		}
+		s.init = init
 		return nil
 	}
 	if s.cgroup == nil {
