@@ -612,7 +612,7 @@ func (s *supervisor) startInit(initEnd *os.File) error {
 	cmd := &exec.Cmd{
 		Path:        path,
 		Args:        []string{initstage.Arg},
-		Env:         []string{},
+		Env:         initstage.Environ(),
 		ExtraFiles:  extra,
 		SysProcAttr: attr,
 	}
@@ -691,7 +691,7 @@ func (s *supervisor) startForked(cmd *exec.Cmd) error {
 	}
 	// The forker is the stage program itself: it re-executes itself as the
 	// init (the supervisor's path may be a memfd of its own).
-	sp, err := forker.SpawnOf("/proc/self/exe", cmd.Args, cmd.SysProcAttr)
+	sp, err := forker.SpawnOf("/proc/self/exe", cmd.Args, cmd.Env, cmd.SysProcAttr)
 	if err != nil {
 		return fail("start", err)
 	}

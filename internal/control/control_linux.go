@@ -79,6 +79,7 @@ type Message struct {
 type Spawn struct {
 	Path string
 	Args []string
+	Env  []string
 
 	Stdin, Stdout, Stderr bool
 	CgroupDir             bool

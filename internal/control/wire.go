@@ -183,6 +183,7 @@ func encode(m Message) []byte {
 func encodeSpawn(w *writer, sp *Spawn) {
 	w.string(sp.Path)
 	w.strings(sp.Args)
+	w.strings(sp.Env)
 	for _, b := range []bool{sp.Stdin, sp.Stdout, sp.Stderr, sp.CgroupDir} {
 		w.bool(b)
 	}
@@ -210,7 +211,7 @@ func encodeSpawn(w *writer, sp *Spawn) {
 }
 
 func decodeSpawn(r *reader) *Spawn {
-	sp := &Spawn{Path: r.string(), Args: r.strings()}
+	sp := &Spawn{Path: r.string(), Args: r.strings(), Env: r.strings()}
 	for _, b := range []*bool{&sp.Stdin, &sp.Stdout, &sp.Stderr, &sp.CgroupDir} {
 		*b = r.bool()
 	}

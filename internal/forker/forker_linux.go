@@ -278,7 +278,11 @@ func Main() {
 
 // spawn starts the child sp describes and opens its pidfd.
 func spawn(sp *control.Spawn, files []*os.File) (*exec.Cmd, *os.File, error) {
-	cmd := &exec.Cmd{Path: sp.Path, Args: sp.Args, Env: []string{}, SysProcAttr: attrOf(sp)}
+	env := sp.Env
+	if env == nil {
+		env = []string{}
+	}
+	cmd := &exec.Cmd{Path: sp.Path, Args: sp.Args, Env: env, SysProcAttr: attrOf(sp)}
 	take := func(want bool) (*os.File, error) {
 		if !want {
 			return nil, nil
@@ -375,9 +379,10 @@ func attrOf(sp *control.Spawn) *syscall.SysProcAttr {
 	return attr
 }
 
-// SpawnOf describes the start of path with args and attr for the forker.
-// It refuses attributes the forker does not carry, rather than drop them.
-func SpawnOf(path string, args []string, attr *syscall.SysProcAttr) (control.Spawn, error) {
+// SpawnOf describes the start of path with args, the environment env and
+// attr for the forker. It refuses attributes the forker does not carry,
+// rather than drop them.
+func SpawnOf(path string, args, env []string, attr *syscall.SysProcAttr) (control.Spawn, error) {
 	rest := *attr
 	rest.Cloneflags, rest.UidMappings, rest.GidMappings, rest.GidMappingsEnableSetgroups = 0, nil, nil, false
 	rest.Credential, rest.AmbientCaps, rest.Setsid, rest.Pdeathsig = nil, nil, false, 0
@@ -388,7 +393,7 @@ func SpawnOf(path string, args []string, attr *syscall.SysProcAttr) (control.Spa
 		return control.Spawn{}, errors.New("forker: process attributes it cannot carry")
 	}
 	sp := control.Spawn{
-		Path: path, Args: args,
+		Path: path, Args: args, Env: env,
 		Cloneflags: uint64(attr.Cloneflags),
 		UIDMap:     mapsOf(attr.UidMappings), GIDMap: mapsOf(attr.GidMappings),
 		Setgroups: attr.GidMappingsEnableSetgroups,

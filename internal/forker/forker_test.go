@@ -27,7 +27,7 @@ func startForker(t *testing.T) *Forker {
 
 func spawnSh(t *testing.T, f *Forker, script string, files ...*os.File) *Child {
 	t.Helper()
-	sp, err := SpawnOf("/bin/sh", []string{"sh", "-c", script}, &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL})
+	sp, err := SpawnOf("/bin/sh", []string{"sh", "-c", script}, nil, &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestSpawnOfRefusesWhatItCannotCarry(t *testing.T) {
 		"cgroup":  {UseCgroupFD: true, CgroupFD: 3},
 		"setpgid": {Setpgid: true},
 	} {
-		if _, err := SpawnOf("/bin/true", nil, attr); err == nil || !strings.Contains(err.Error(), "forker") {
+		if _, err := SpawnOf("/bin/true", nil, nil, attr); err == nil || !strings.Contains(err.Error(), "forker") {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
@@ -119,7 +119,7 @@ func TestSpawnOfRefusesWhatItCannotCarry(t *testing.T) {
 		AmbientCaps: []uintptr{21},
 		Setsid:      true, Pdeathsig: syscall.SIGKILL,
 	}
-	sp, err := SpawnOf("/bin/true", []string{"true"}, full)
+	sp, err := SpawnOf("/bin/true", []string{"true"}, nil, full)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,6 +40,12 @@ import (
 // Arg is argv[0] of a process started as a sandbox init.
 const Arg = "jail:init"
 
+// Environ is the environment an init starts with. The init works on its one
+// locked thread and otherwise waits; a single P spares it the threads the Go
+// runtime starts to run goroutines on an idle P (0.5 ms of CPU per sandbox
+// here). The command gets the environment its description names.
+func Environ() []string { return []string{"GOMAXPROCS=1"} }
+
 // controlFD is where the supervisor puts the control socket.
 const controlFD = 3
 
