@@ -123,3 +123,31 @@ func jailCgroups(t *testing.T) []string {
 	}
 	return found
 }
+
+// TestPoolSandboxesHaveTheirOwnIDs: an init the pool's forker starts before
+// its ids are mapped gets them mapped as any other: the command runs as
+// sandbox root, which is the unprivileged range when jail runs as root, and
+// the caller otherwise.
+func TestPoolSandboxesHaveTheirOwnIDs(t *testing.T) {
+	pool, err := jail.NewPool(jail.Spec{}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	waitReady(t, pool)
+	res, err := pool.Run(context.Background(), jail.Spec{
+		Command: []string{"sh", "-c", "id -u; id -g; cat /proc/self/uid_map"},
+		Capture: true,
+	})
+	f := strings.Fields(res.Stdout)
+	if err != nil || res.ExitCode != 0 || len(f) < 5 || f[0] != "0" || f[1] != "0" || f[2] != "0" {
+		t.Fatalf("run: %v %+v", err, res)
+	}
+	want := strconv.Itoa(os.Geteuid())
+	if os.Geteuid() == 0 {
+		want = "2000000000"
+	}
+	if f[3] != want {
+		t.Errorf("sandbox root is host uid %s; want %s", f[3], want)
+	}
+}
