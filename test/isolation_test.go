@@ -297,26 +297,7 @@ func TestSandboxIsInItsOwnCgroup(t *testing.T) {
 		if m.rootless {
 			return // a cgroup only where the user has one delegated
 		}
-		cmd := command(m, "run", "--", "sleep", "7.25")
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer func() {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			_ = cmd.Wait()
-		}()
-		pid := 0
-		for deadline := time.Now().Add(5 * time.Second); pid == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-			procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-			for _, p := range procs {
-				if b, _ := os.ReadFile(p); string(b) == "sleep\x007.25\x00" {
-					pid, _ = strconv.Atoi(filepath.Base(filepath.Dir(p)))
-				}
-			}
-		}
-		if pid == 0 {
-			t.Fatal("the command did not start")
-		}
+		pid := startSleeper(t, m, "7.25")
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
 		if err != nil {
 			t.Fatal(err)
@@ -342,26 +323,7 @@ func TestSandboxIsInItsOwnCgroup(t *testing.T) {
 // as the sandbox's root user as the host sees it, never as host root.
 func TestInitIsNotHostRoot(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
-		cmd := command(m, "run", "--", "sleep", "7.75")
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer func() {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			_ = cmd.Wait()
-		}()
-		sleeper := 0
-		for deadline := time.Now().Add(5 * time.Second); sleeper == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-			procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-			for _, p := range procs {
-				if b, _ := os.ReadFile(p); string(b) == "sleep\x007.75\x00" {
-					sleeper, _ = strconv.Atoi(filepath.Base(filepath.Dir(p)))
-				}
-			}
-		}
-		if sleeper == 0 {
-			t.Fatal("the command did not start")
-		}
+		sleeper := startSleeper(t, m, "7.75")
 		initPid, err := strconv.Atoi(statusOf(t, sleeper, "PPid"))
 		if err != nil {
 			t.Fatal(err)
@@ -398,4 +360,30 @@ func statusOf(t *testing.T, pid int, field string) string {
 		t.Fatal(err)
 	}
 	return statusField(string(b), field)
+}
+
+// startSleeper runs `sleep seconds` in a sandbox in mode m until the test
+// ends, and returns the host pid of the sleep, found by its command line
+// (seconds makes it unique).
+func startSleeper(t *testing.T, m mode, seconds string) int {
+	t.Helper()
+	cmd := command(m, "run", "--", "sleep", seconds)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	})
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+		for _, p := range procs {
+			if b, _ := os.ReadFile(p); string(b) == "sleep\x00"+seconds+"\x00" {
+				pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+				return pid
+			}
+		}
+	}
+	t.Fatal("the command did not start")
+	return 0
 }

@@ -137,9 +137,8 @@ func FromFD(fd int) *Conn {
 // Close closes this end.
 func (c *Conn) Close() error { return c.file.Close() }
 
-// Hangup shuts the socket down both ways: the peer's reads end, as do this
-// end's (a read blocked in the kernel does not end when the descriptor is
-// closed).
+// Hangup shuts the socket down both ways: the peer's reads end at once, and
+// the descriptor stays open here until Close.
 func (c *Conn) Hangup() error {
 	raw, err := c.file.SyscallConn()
 	if err != nil {
