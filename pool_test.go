@@ -13,6 +13,19 @@ import (
 	"github.com/jail-sandbox/jail"
 )
 
+// readyPool returns a pool of size sandboxes of the default spec, closed
+// when the test ends, once it has had time to build them.
+func readyPool(t *testing.T, size int) *jail.Pool {
+	t.Helper()
+	pool, err := jail.NewPool(jail.Spec{}, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pool.Close() })
+	waitReady(t, pool)
+	return pool
+}
+
 // waitReady gives the pool time to build its first sandboxes, so that the
 // runs below are handed ready ones.
 func waitReady(t *testing.T, pool *jail.Pool) {
@@ -26,12 +39,7 @@ func waitReady(t *testing.T, pool *jail.Pool) {
 // TestPoolRunsEachCommandInAFreshSandbox: pooled runs behave as Run does,
 // and no two runs share a sandbox: what one writes, the next never sees.
 func TestPoolRunsEachCommandInAFreshSandbox(t *testing.T) {
-	pool, err := jail.NewPool(jail.Spec{}, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	waitReady(t, pool)
+	pool := readyPool(t, 2)
 	for i := 0; i < 4; i++ {
 		res, err := pool.Run(context.Background(), jail.Spec{
 			Command: []string{"sh", "-c", "test ! -e /tmp/mark && touch /tmp/mark && echo $V $(pwd) && cat"},
@@ -47,12 +55,7 @@ func TestPoolRunsEachCommandInAFreshSandbox(t *testing.T) {
 // TestPoolKeepsRunSemantics: exit statuses, timeouts and missing commands
 // are reported as Run reports them.
 func TestPoolKeepsRunSemantics(t *testing.T) {
-	pool, err := jail.NewPool(jail.Spec{}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	waitReady(t, pool)
+	pool := readyPool(t, 1)
 	ctx := context.Background()
 	if res, err := pool.Run(ctx, jail.Spec{Command: []string{"sh", "-c", "exit 7"}}); err != nil || res.ExitCode != 7 {
 		t.Errorf("exit 7: %v %+v", err, res)
@@ -129,12 +132,7 @@ func jailCgroups(t *testing.T) []string {
 // sandbox root, which is the unprivileged range when jail runs as root, and
 // the caller otherwise.
 func TestPoolSandboxesHaveTheirOwnIDs(t *testing.T) {
-	pool, err := jail.NewPool(jail.Spec{}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	waitReady(t, pool)
+	pool := readyPool(t, 1)
 	res, err := pool.Run(context.Background(), jail.Spec{
 		Command: []string{"sh", "-c", "id -u; id -g; cat /proc/self/uid_map"},
 		Capture: true,

@@ -175,16 +175,14 @@ func (id Identity) SysProcAttr() *syscall.SysProcAttr {
 // sandbox root, initCaps otherwise. When jail runs as root the init is
 // unmapped host root until it takes sandbox root itself (TakesRoot).
 func (id Identity) UnmappedSysProcAttr() (*syscall.SysProcAttr, error) {
-	attr := &syscall.SysProcAttr{
-		Cloneflags: CloneFlags | unix.CLONE_VM | unix.CLONE_VFORK,
-		Pdeathsig:  syscall.SIGKILL,
-		Setsid:     true,
+	attr := id.SysProcAttr()
+	attr.Cloneflags |= unix.CLONE_VM | unix.CLONE_VFORK
+	attr.UidMappings, attr.GidMappings, attr.GidMappingsEnableSetgroups = nil, nil, false
+	attr.Credential = nil
+	if attr.AmbientCaps != nil {
+		return attr, nil // initCaps, for an init that is not sandbox root
 	}
-	if id.Rootless && id.InitUID != 0 {
-		attr.AmbientCaps = initCaps
-		return attr, nil
-	}
-	last, err := lastCap()
+	last, err := LastCap()
 	if err != nil {
 		return nil, err
 	}
@@ -232,8 +230,8 @@ func mapText(m []syscall.SysProcIDMap) []byte {
 	return b
 }
 
-// lastCap is the highest capability this kernel knows.
-func lastCap() (uintptr, error) {
+// LastCap is the highest capability this kernel knows.
+func LastCap() (uintptr, error) {
 	b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
 	if err != nil {
 		return 0, fmt.Errorf("capabilities: %w", err)

@@ -43,7 +43,7 @@ func TestMapUserOnto(t *testing.T) {
 // mapped share the parent's memory, carry no maps or ids for the child to
 // set, and keep the capabilities the init would have as ambient ones.
 func TestUnmappedStart(t *testing.T) {
-	last, err := lastCap()
+	last, err := LastCap()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -32,6 +31,7 @@ import (
 
 	"github.com/jail-sandbox/jail/internal/config"
 	"github.com/jail-sandbox/jail/internal/control"
+	"github.com/jail-sandbox/jail/namespaces"
 	"github.com/jail-sandbox/jail/netns"
 	"github.com/jail-sandbox/jail/rootfs"
 	"github.com/jail-sandbox/jail/seccomp/filter"
@@ -193,26 +193,28 @@ func enterCgroup(tasks []*os.File) error {
 // init's capabilities inside the sandbox only: they signal, wait and talk to
 // the supervisor, and touch no file.
 func takeRoot() error {
-	if unix.Gettid() != unix.Getpid() {
-		if err := syscall.Setgroups(nil); err != nil {
-			return fmt.Errorf("setgroups: %w", err)
+	firstThread := unix.Gettid() == unix.Getpid()
+	// Each call takes (0, 0, 0): no groups, then gid 0, then uid 0.
+	for _, step := range []struct {
+		name      string
+		nr        uintptr
+		allThread func() error
+	}{
+		{"setgroups", unix.SYS_SETGROUPS, func() error { return syscall.Setgroups(nil) }},
+		{"setresgid", unix.SYS_SETRESGID, func() error { return syscall.Setresgid(0, 0, 0) }},
+		{"setresuid", unix.SYS_SETRESUID, func() error { return syscall.Setresuid(0, 0, 0) }},
+	} {
+		var err error
+		if firstThread {
+			if _, _, errno := unix.RawSyscall(step.nr, 0, 0, 0); errno != 0 {
+				err = errno
+			}
+		} else {
+			err = step.allThread()
 		}
-		if err := syscall.Setresgid(0, 0, 0); err != nil {
-			return fmt.Errorf("setresgid: %w", err)
+		if err != nil {
+			return fmt.Errorf("%s: %w", step.name, err)
 		}
-		if err := syscall.Setresuid(0, 0, 0); err != nil {
-			return fmt.Errorf("setresuid: %w", err)
-		}
-		return nil
-	}
-	if _, _, errno := unix.RawSyscall(unix.SYS_SETGROUPS, 0, 0, 0); errno != 0 {
-		return fmt.Errorf("setgroups: %w", errno)
-	}
-	if _, _, errno := unix.RawSyscall(unix.SYS_SETRESGID, 0, 0, 0); errno != 0 {
-		return fmt.Errorf("setresgid: %w", errno)
-	}
-	if _, _, errno := unix.RawSyscall(unix.SYS_SETRESUID, 0, 0, 0); errno != 0 {
-		return fmt.Errorf("setresuid: %w", errno)
 	}
 	return nil
 }
@@ -383,14 +385,14 @@ func setRlimits(l config.Limits) error {
 }
 
 func dropCapabilities() error {
-	last := 40
-	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
-		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-			last = n
-		}
+	// Past the last capability the kernel knows, dropping fails with
+	// EINVAL; a kernel that does not say gets up to 40 tried.
+	last := uintptr(40)
+	if n, err := namespaces.LastCap(); err == nil {
+		last = n
 	}
-	for c := 0; c <= last; c++ {
-		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
+	for c := uintptr(0); c <= last; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, c, 0, 0, 0); err != nil && err != unix.EINVAL {
 			return fmt.Errorf("bounding set: %w", err)
 		}
 	}
