@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -65,6 +66,24 @@ func TestRunTimeoutAndCancel(t *testing.T) {
 	_, err = jail.Run(ctx, jail.Spec{Command: []string{"sleep", "100"}})
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("cancel: %v", err)
+	}
+}
+
+// TestRunSignalsWaitForTheCommand: a signal sent before the command runs is
+// kept and delivered once it does.
+func TestRunSignalsWaitForTheCommand(t *testing.T) {
+	signals := make(chan os.Signal, 1)
+	signals <- syscall.SIGTERM
+	res, err := jail.Run(context.Background(), jail.Spec{
+		Command: []string{"sleep", "30"},
+		Signals: signals,
+		Timeout: 20 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.TimedOut || res.Signal != int(syscall.SIGTERM) || res.ExitCode != 143 {
+		t.Errorf("result %+v; want the command ended by SIGTERM (143)", res)
 	}
 }
 

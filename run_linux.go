@@ -89,7 +89,8 @@ type supervisor struct {
 	stderr   *capture
 	copies   sync.WaitGroup
 	masterMu sync.Mutex
-	master   *os.File // the command's terminal, with --tty
+	master   *os.File      // the command's terminal, with --tty
+	command  commandHandle // signals the command, once it runs
 	cgroup   cgroups.Manager
 	program  *programs.Program  // runs the init and the janitor
 	janitor  chan janitorHandle // yields the janitor, once started
@@ -319,6 +320,7 @@ func (f forkedInit) wait() (*syscall.Rusage, error) {
 // janitor that removes it), the control socket, the program and the plan's
 // files.
 func (s *supervisor) close() {
+	s.command.close()
 	s.destroyCgroup()
 	if s.conn != nil {
 		s.conn.Close()
@@ -726,12 +728,82 @@ func (s *supervisor) startForked(cmd *exec.Cmd) error {
 	return nil
 }
 
-// signal passes sig on to the init.
+// signal passes sig on to the command.
 func (s *supervisor) signal(sig os.Signal) error {
 	if n, ok := sig.(syscall.Signal); ok {
-		return s.init.signal(n)
+		return s.command.signal(n)
 	}
 	return fmt.Errorf("signal %v: not a Unix signal", sig)
+}
+
+// commandHandle signals a sandbox's command through the pidfd its init
+// hands over once the command runs (KindStarted). The supervisor signals the
+// command itself, rather than asking the init to: an init that handles
+// signals pays for the Go runtime's signal threads, three of its seven, on
+// every start. The pidfd reaches into the sandbox's pid namespace and never
+// names another process. Signals asked for before it arrives wait for it.
+type commandHandle struct {
+	mu      sync.Mutex
+	pidfd   *os.File
+	pending []syscall.Signal
+	closed  bool
+}
+
+// maxPendingSignals bounds the signals kept for a command not yet started.
+const maxPendingSignals = 64
+
+// started takes the command's pidfd and delivers the signals that waited.
+func (c *commandHandle) started(pidfd *os.File) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.pidfd != nil {
+		pidfd.Close()
+		return
+	}
+	c.pidfd = pidfd
+	for _, sig := range c.pending {
+		_ = c.send(sig)
+	}
+	c.pending = nil
+}
+
+// signal sends sig to the command, or keeps it until the command runs.
+func (c *commandHandle) signal(sig syscall.Signal) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.closed:
+		return nil
+	case c.pidfd == nil:
+		if len(c.pending) < maxPendingSignals {
+			c.pending = append(c.pending, sig)
+		}
+		return nil
+	}
+	return c.send(sig)
+}
+
+func (c *commandHandle) send(sig syscall.Signal) error {
+	err := unix.PidfdSendSignal(int(c.pidfd.Fd()), sig, nil, 0)
+	if err == unix.ESRCH {
+		return nil // it has ended
+	}
+	if err != nil {
+		return fmt.Errorf("signal %v: %w", sig, err)
+	}
+	return nil
+}
+
+// close drops the pidfd and any signal still waiting.
+func (c *commandHandle) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	if c.pidfd != nil {
+		c.pidfd.Close()
+		c.pidfd = nil
+	}
+	c.pending = nil
 }
 
 // connectStdio makes the pipes of the init's stdio, and the readers of its
@@ -824,6 +896,11 @@ func (s *supervisor) listen() report {
 				for _, n := range s.plan.notices {
 					fmt.Fprintln(s.spec.Notices, n)
 				}
+			}
+			// The command's pidfd, then its terminal with --tty.
+			if len(files) > 0 {
+				s.command.started(files[0])
+				files = files[1:]
 			}
 			if len(files) == 1 && s.spec.TTY {
 				s.attachTerminal(files[0])

@@ -129,6 +129,42 @@ func TestSignalsReachTheCommand(t *testing.T) {
 	}
 }
 
+// TestSignalsToTheInitAreDropped: the init handles no signal, so the kernel
+// drops what is sent to it as a pid namespace's init (only SIGKILL from
+// outside ends it), and the sandbox runs on. Signals reach the command from
+// jail (TestSignalsReachTheCommand).
+func TestSignalsToTheInitAreDropped(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		sleeper := startSleeper(t, m, "8.25")
+		initPid, err := strconv.Atoi(statusOf(t, sleeper, "PPid"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name := statusOf(t, initPid, "Name"); name != "jail-init" {
+			t.Fatalf("the command's parent is %q; want jail-init", name)
+		}
+		caught, err := strconv.ParseUint(statusOf(t, initPid, "SigCgt"), 16, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		signals := []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
+		for _, sig := range signals {
+			if caught&(1<<(sig-1)) != 0 {
+				t.Errorf("the init catches %v", sig)
+			}
+			if err := syscall.Kill(initPid, sig); err != nil {
+				t.Fatalf("kill %v: %v", sig, err)
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+		for _, pid := range []int{initPid, sleeper} {
+			if err := syscall.Kill(pid, 0); err != nil {
+				t.Errorf("process %d is gone after the init was signalled: %v", pid, err)
+			}
+		}
+	})
+}
+
 func TestJSONResult(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		r := jail(t, m, "run", "--json", "--", "sh", "-c", `echo out; echo err >&2; printf 'bad\377byte'; exit 4`)

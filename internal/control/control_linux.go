@@ -24,7 +24,8 @@ import (
 // Message kinds. The supervisor sends KindConfig then KindRelease; the init
 // answers with KindReady (built, waiting for the release) or KindError (setup
 // failed), then KindExecError (the command could not be started) or
-// KindStarted, and finally KindExit.
+// KindStarted (the command's pidfd attached, then its terminal's master with
+// a terminal), and finally KindExit.
 const (
 	KindConfig    = "config"
 	KindRelease   = "release"

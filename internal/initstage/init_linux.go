@@ -4,8 +4,11 @@
 //
 // Main reads the sandbox description from the control socket (fd 3), builds
 // the root filesystem, sets host name and loopback, then forks the command
-// and stays behind as its reaper: it forwards signals, reaps orphans and
-// reports how the command ended. When it exits, the kernel kills everything
+// and stays behind as its reaper: it reaps orphans and reports how the
+// command ended. It hands the supervisor a pidfd of the command, through
+// which the supervisor signals the command itself: the init handles no
+// signal, which spares it the Go runtime's signal threads (three of its
+// seven). When it exits, the kernel kills everything
 // left in the pid namespace; when the supervisor dies, PR_SET_PDEATHSIG kills
 // the init.
 //
@@ -21,11 +24,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -49,12 +52,6 @@ func Environ() []string { return []string{"GOMAXPROCS=1"} }
 // controlFD is where the supervisor puts the control socket.
 const controlFD = 3
 
-// forwarded are the signals the init passes on to the command.
-var forwarded = []os.Signal{
-	syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
-	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGCONT,
-}
-
 // Main runs the init stage and exits with the command's status.
 func Main() {
 	// Every step below, and the fork of the command, happens on this one
@@ -62,6 +59,33 @@ func Main() {
 	// inherits the state of the thread that forks it.
 	runtime.LockOSThread()
 	os.Exit(run())
+}
+
+// undelivered are the signals someone might send the init itself: the ones
+// a terminal, a service manager or kill sends by default.
+var undelivered = []syscall.Signal{
+	syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
+	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH, syscall.SIGCONT,
+}
+
+// leaveSignalsToKernel gives the undelivered signals their default action
+// again, in place of the handler the Go runtime installed at start (which
+// would end the init on SIGINT, SIGTERM or SIGHUP, and dump its goroutines
+// on SIGQUIT). The kernel delivers to a pid namespace's init only the
+// signals it handles, from inside the sandbox or outside: these are dropped,
+// as for any container init without handlers; SIGKILL from outside still
+// ends it. The command, which is signalled by the supervisor through its
+// pidfd, starts with default actions either way.
+func leaveSignalsToKernel() error {
+	// The kernel's struct sigaction, all zero: SIG_DFL, no flags, no mask.
+	var dfl [4]uint64
+	for _, sig := range undelivered {
+		_, _, errno := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&dfl)), 0, 8, 0, 0)
+		if errno != 0 {
+			return fmt.Errorf("default action for %v: %w", sig, errno)
+		}
+	}
+	return nil
 }
 
 // setupError is a failure before the command runs.
@@ -87,16 +111,9 @@ func run() int {
 		return 1
 	}
 	conn := control.FromFD(controlFD)
-	// Registering for signals starts the runtime's signal thread, half a
-	// millisecond: it happens beside the setup, and the command is not
-	// started before it is done (signals that arrive meanwhile wait in the
-	// channel for the command).
-	signals := make(chan os.Signal, 16)
-	notifying := make(chan struct{})
-	go func() {
-		signal.Notify(signals, forwarded...)
-		close(notifying)
-	}()
+	if err := leaveSignalsToKernel(); err != nil {
+		return 1
+	}
 
 	msg, files, err := conn.Recv()
 	if err != nil || msg.Kind != control.KindConfig || msg.Config == nil {
@@ -132,7 +149,7 @@ func run() int {
 	}
 	closeFiles(files)
 
-	cmd, err := setup(cfg, conn, notifying)
+	cmd, err := setup(cfg, conn)
 	if err != nil {
 		var se *setupError
 		var ee *execError
@@ -148,11 +165,6 @@ func run() int {
 		return 1
 	}
 
-	go func() {
-		for s := range signals {
-			_ = unix.Kill(cmd, s.(syscall.Signal))
-		}
-	}()
 	code, sig := reap(cmd)
 	endRemaining()
 	_ = conn.Send(control.Message{Kind: control.KindExit, Code: code, Signal: sig})
@@ -226,7 +238,7 @@ func closeFiles(files []*os.File) {
 }
 
 // setup builds the sandbox and starts the command; it returns its pid.
-func setup(cfg *config.Init, conn *control.Conn, notifying <-chan struct{}) (int, error) {
+func setup(cfg *config.Init, conn *control.Conn) (int, error) {
 	if err := rootfs.Build(cfg); err != nil {
 		var se *rootfs.StepError
 		if errors.As(err, &se) {
@@ -290,16 +302,16 @@ func setup(cfg *config.Init, conn *control.Conn, notifying <-chan struct{}) (int
 		stdio[0] = files[0].Fd()
 	}
 
-	<-notifying
-	pid, err := spawn(process, cfg.Seccomp, stdio)
+	pid, pidfd, err := spawn(process, cfg.Seccomp, stdio)
 	if err != nil {
 		return 0, err
 	}
+	defer pidfd.Close()
 	started := control.Message{Kind: control.KindStarted, Pid: pid}
 	if master != nil {
-		err = conn.Send(started, master)
+		err = conn.Send(started, pidfd, master)
 	} else {
-		err = conn.Send(started)
+		err = conn.Send(started, pidfd)
 	}
 	if err != nil {
 		return 0, &setupError{step: "report start", err: err}
@@ -329,23 +341,25 @@ func lockDown() error {
 }
 
 // spawn starts the command from this thread, after lockDown, once the
-// profile's filter is loaded.
-func spawn(p *config.Process, policy filter.Filter, stdio []uintptr) (int, error) {
+// profile's filter is loaded. It returns the command's pid and a pidfd of
+// it.
+func spawn(p *config.Process, policy filter.Filter, stdio []uintptr) (int, *os.File, error) {
 	path, err := lookPath(p.Args[0], envValue(p.Env, "PATH"))
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if st, err := os.Stat(p.Cwd); err != nil || !st.IsDir() {
-		return 0, &setupError{step: "workdir " + p.Cwd, err: errors.New("no such directory in the sandbox")}
+		return 0, nil, &setupError{step: "workdir " + p.Cwd, err: errors.New("no such directory in the sandbox")}
 	}
 
 	// 3. The profile's seccomp filter, last (steps 1 and 2 are in
 	// lockDown): from here on this thread, and the command forked from it,
 	// make only the syscalls it allows.
 	if err := filter.Load(policy); err != nil {
-		return 0, &setupError{step: "seccomp", err: err}
+		return 0, nil, &setupError{step: "seccomp", err: err}
 	}
 
+	pidfd := -1
 	attr := &syscall.ProcAttr{
 		Dir:   p.Cwd,
 		Env:   p.Env,
@@ -354,6 +368,9 @@ func spawn(p *config.Process, policy filter.Filter, stdio []uintptr) (int, error
 			Setsid:  true,
 			Setctty: p.TTY,
 			Ctty:    0,
+			// CLONE_PIDFD, which every profile's clone rule lets
+			// through: it is no namespace flag.
+			PidFD: &pidfd,
 		},
 	}
 	if p.SwitchUser {
@@ -361,9 +378,9 @@ func spawn(p *config.Process, policy filter.Filter, stdio []uintptr) (int, error
 	}
 	pid, err := syscall.ForkExec(path, p.Args, attr)
 	if err != nil {
-		return 0, execFailure(p.Args[0], err)
+		return 0, nil, execFailure(p.Args[0], err)
 	}
-	return pid, nil
+	return pid, os.NewFile(uintptr(pidfd), "command-pidfd"), nil
 }
 
 // setRlimits applies the fallback limits. RLIMIT_NPROC is counted per user
