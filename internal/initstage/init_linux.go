@@ -8,9 +8,8 @@
 // command ended. It hands the supervisor a pidfd of the command, through
 // which the supervisor signals the command itself: the init handles no
 // signal, which spares it the Go runtime's signal threads (three of its
-// seven). When it exits, the kernel kills everything
-// left in the pid namespace; when the supervisor dies, PR_SET_PDEATHSIG kills
-// the init.
+// seven). When it exits, the kernel kills everything left in the pid
+// namespace; when the supervisor dies, PR_SET_PDEATHSIG kills the init.
 //
 // Invariants: the init is non-dumpable before anything of the sandbox runs,
 // so the command (which shares its uid) cannot ptrace it or open /proc/1/fd,
