@@ -86,7 +86,9 @@ type Spec struct {
 	WindowSize *WindowSize
 	// Resize delivers new terminal sizes while a TTY command runs.
 	Resize <-chan WindowSize
-	// Signals delivers signals to forward to the command.
+	// Signals delivers signals to forward to the command (sent to it
+	// directly, by pidfd; the ones that arrive before it runs are sent
+	// once it does).
 	Signals <-chan os.Signal
 	// Capture keeps the output in the Result (at most OutputLimit bytes
 	// per stream, 0 meaning 1 MiB), in addition to streaming it.
