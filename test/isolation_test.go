@@ -323,14 +323,7 @@ func TestSandboxIsInItsOwnCgroup(t *testing.T) {
 // as the sandbox's root user as the host sees it, never as host root.
 func TestInitIsNotHostRoot(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
-		sleeper := startSleeper(t, m, "7.75")
-		initPid, err := strconv.Atoi(statusOf(t, sleeper, "PPid"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if name := statusOf(t, initPid, "Name"); name != "jail-init" {
-			t.Fatalf("the command's parent is %q; want jail-init", name)
-		}
+		_, initPid := startSleeperAndInit(t, m, "7.75")
 		want := strconv.Itoa(hostRangeStart)
 		if m.rootless {
 			want = strconv.Itoa(rootless.uid)
@@ -360,6 +353,21 @@ func statusOf(t *testing.T, pid int, field string) string {
 		t.Fatal(err)
 	}
 	return statusField(string(b), field)
+}
+
+// startSleeperAndInit runs startSleeper and returns the host pids of the
+// sleep and of its sandbox's init, its parent.
+func startSleeperAndInit(t *testing.T, m mode, seconds string) (sleeper, initPid int) {
+	t.Helper()
+	sleeper = startSleeper(t, m, seconds)
+	initPid, err := strconv.Atoi(statusOf(t, sleeper, "PPid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name := statusOf(t, initPid, "Name"); name != "jail-init" {
+		t.Fatalf("the command's parent is %q; want jail-init", name)
+	}
+	return sleeper, initPid
 }
 
 // startSleeper runs `sleep seconds` in a sandbox in mode m until the test

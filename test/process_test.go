@@ -135,14 +135,7 @@ func TestSignalsReachTheCommand(t *testing.T) {
 // jail (TestSignalsReachTheCommand).
 func TestSignalsToTheInitAreDropped(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
-		sleeper := startSleeper(t, m, "8.25")
-		initPid, err := strconv.Atoi(statusOf(t, sleeper, "PPid"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if name := statusOf(t, initPid, "Name"); name != "jail-init" {
-			t.Fatalf("the command's parent is %q; want jail-init", name)
-		}
+		sleeper, initPid := startSleeperAndInit(t, m, "8.25")
 		caught, err := strconv.ParseUint(statusOf(t, initPid, "SigCgt"), 16, 64)
 		if err != nil {
 			t.Fatal(err)
