@@ -69,8 +69,9 @@ func TestRunTimeoutAndCancel(t *testing.T) {
 	}
 }
 
-// TestRunSignalsWaitForTheCommand: a signal sent before the command runs is
-// kept and delivered once it does.
+// TestRunSignalsWaitForTheCommand: a signal sent before Run reaches the
+// command once it runs. Whether it was held for the command's pidfd depends
+// on timing here; TestCommandHandleKeepsEarlySignals checks the holding.
 func TestRunSignalsWaitForTheCommand(t *testing.T) {
 	signals := make(chan os.Signal, 1)
 	signals <- syscall.SIGTERM
