@@ -125,7 +125,7 @@ func checkSeccomp() Feature {
 		return f
 	}
 	f.Available = true
-	f.Detail = "available (built-in profiles compiled at build time; user profiles compiled with libseccomp by the tools program and cached in " + seccomp.CacheDir() + ")"
+	f.Detail = "available (built-in profiles compiled at build time; user profiles resolved and compiled with libseccomp by the tools program and cached in " + seccomp.CacheDir() + ")"
 	if programs.Version(programs.Tools) == "" {
 		f.Detail = "available (built-in profiles only: this build has no tools program to compile user profiles)"
 	}

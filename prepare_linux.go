@@ -319,20 +319,20 @@ func resolve(spec *Spec) (*plan, error) {
 // ResolveProfile finds the named profile in store and its compiled filter.
 // A built-in that no user file shadows comes as resolved and compiled at
 // build time, which keeps YAML, hashing and compiling off the start of
-// every sandbox; a user profile is compiled on first use by the tools
-// program and cached.
+// every sandbox; a user profile is resolved and compiled on first use by
+// the tools program and cached. A name that is neither is refused here,
+// without the tools program.
 func ResolveProfile(store profiles.Store, name string) (*profiles.Profile, seccomp.Filter, error) {
+	if !profiles.ValidName(name) {
+		return nil, seccomp.Filter{}, &profiles.Error{Profile: name, Err: profiles.ErrBadName}
+	}
 	if !store.Overrides(name) {
 		if p, f, ok := seccomp.Builtin(name); ok {
 			return p, f, nil
 		}
+		return nil, seccomp.Filter{}, &profiles.Error{Profile: name, Err: profiles.ErrUnknown}
 	}
-	p, err := store.Resolve(name)
-	if err != nil {
-		return nil, seccomp.Filter{}, err
-	}
-	f, err := seccomp.Cached(p, programs.SeccompCompiler())
-	return p, f, err
+	return seccomp.Cached(seccomp.CacheDir(), store.Files(), name, programs.ProfileResolver())
 }
 
 // canonical resolves the symlinks of dir when it exists; mount sources are

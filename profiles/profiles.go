@@ -1,25 +1,25 @@
-// Package profiles holds the named policies users choose with --profile: one
-// YAML file per profile bundles a seccomp policy with the other knobs a
-// profile may set (limits, writable space, extra masked and read-only paths,
-// network mode, environment).
+// Package profiles holds the named policies users choose with --profile:
+// what a profile says (Profile: a seccomp policy bundled with the other
+// knobs a profile may set: limits, writable space, extra masked and
+// read-only paths, network mode, environment) and where profiles are found
+// (Store). Built-in profiles (default, strict, build) are embedded; users
+// add their own in $XDG_CONFIG_HOME/jail/profiles (~/.config/jail/profiles)
+// or /etc/jail/profiles, and a profile may extend another one.
 //
-// The format is versioned (`version: 1`); unknown fields are errors, and
-// every error names the line it is about. Built-in profiles (default,
-// strict, build) are embedded in the binary; users add their own in
-// $XDG_CONFIG_HOME/jail/profiles (~/.config/jail/profiles) or
-// /etc/jail/profiles, and a profile may extend another one.
-//
-// Resolving a profile merges it onto its parents: lists are appended, the
-// child's scalar settings win, and `drop` removes syscalls the parents
-// allowed. The resolved profile is what the seccomp package compiles and
-// what `jail profile show` prints.
+// Profiles are YAML files, read and resolved onto their parents by package
+// profiles/files. This package imports no YAML library, on purpose: it is
+// linked into every `jail run`, and yaml.v3's package initialisation (a
+// regular expression and Unicode tables) cost each start of jail 0.3-0.4
+// ms. A sandbox under a built-in profile takes it as resolved and compiled
+// at build time (package seccomp); a user profile is resolved and compiled
+// in jail's tools program.
 package profiles
 
 import (
-	"bytes"
 	"embed"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -27,14 +27,10 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
-	"gopkg.in/yaml.v3"
 )
 
 // FormatVersion is the profile file format this jail reads.
 const FormatVersion = 1
-
-//go:embed builtin/*.yaml
-var builtinFS embed.FS
 
 // Profile is one profile as written, or resolved.
 type Profile struct {
@@ -53,9 +49,8 @@ type Profile struct {
 	Seccomp  Seccomp           `yaml:"seccomp"`
 
 	// Name and Source say where the profile came from (not in the file).
-	Name        string `yaml:"-"`
-	Source      string `yaml:"-"`
-	extendsLine int
+	Name   string `yaml:"-"`
+	Source string `yaml:"-"`
 }
 
 // Limits are a profile's defaults for the resource options.
@@ -92,17 +87,22 @@ type Syscall struct {
 	From string
 }
 
-func (s *Syscall) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: a syscall name must be a plain word", n.Line)
+// UnmarshalYAML reads a syscall written as a YAML scalar. It has the yaml.v2
+// form, which yaml.v3 still calls, so that this package needs no YAML
+// import. Anything but a scalar leaves the name empty, and package files
+// reports it with its line, which it also records.
+func (s *Syscall) UnmarshalYAML(unmarshal func(any) error) error {
+	if unmarshal(&s.Name) != nil {
+		s.Name = ""
 	}
-	s.Name, s.Line = n.Value, n.Line
 	return nil
 }
 
+// MarshalYAML writes a syscall as its name.
 func (s Syscall) MarshalYAML() (any, error) { return s.Name, nil }
 
-func (s *Seccomp) markFrom(name string) {
+// MarkFrom records name as the profile every syscall of s is written in.
+func (s *Seccomp) MarkFrom(name string) {
 	for i := range s.Allow {
 		s.Allow[i].From = name
 	}
@@ -165,10 +165,10 @@ func (e *Error) Unwrap() error { return e.Err }
 // ErrUnknown means no profile of that name exists.
 var ErrUnknown = errors.New("unknown profile")
 
-// validName: 1 to 64 of a-z 0-9 _ . -, starting with a letter or digit.
+// ValidName: 1 to 64 of a-z 0-9 _ . -, starting with a letter or digit.
 // (Not a regexp: compiling one at package init cost every start of jail
 // 0.2 ms.)
-func validName(name string) bool {
+func ValidName(name string) bool {
 	if len(name) == 0 || len(name) > 64 {
 		return false
 	}
@@ -183,6 +183,9 @@ func validName(name string) bool {
 	}
 	return true
 }
+
+// ErrBadName is the error of a name ValidName refuses.
+var ErrBadName = errors.New("a profile name is 1 to 64 of a-z 0-9 _ . - (starting with a letter or digit)")
 
 // Store finds profiles: user directories first, then the built-ins.
 type Store struct {
@@ -201,31 +204,9 @@ func DefaultStore() Store {
 	return Store{Dirs: append(dirs, "/etc/jail/profiles")}
 }
 
-// Load reads one profile as written, without resolving its parents.
-func (s Store) Load(name string) (*Profile, error) {
-	if !validName(name) {
-		return nil, &Error{Profile: name, Err: errors.New("a profile name is 1 to 64 of a-z 0-9 _ . - (starting with a letter or digit)")}
-	}
-	for _, d := range s.Dirs {
-		path := filepath.Join(d, name+".yaml")
-		data, err := os.ReadFile(path)
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return nil, &Error{Profile: name, Err: err}
-		}
-		return Parse(name, path, data)
-	}
-	data, err := builtinFS.ReadFile("builtin/" + name + ".yaml")
-	if err != nil {
-		return nil, &Error{Profile: name, Err: ErrUnknown}
-	}
-	return Parse(name, "built-in", data)
-}
-
 // Overrides reports whether one of the store's directories holds a file
-// for name, which then shadows the built-in of that name.
+// for name, which then shadows the built-in of that name. name must be
+// valid (ValidName).
 func (s Store) Overrides(name string) bool {
 	for _, d := range s.Dirs {
 		if _, err := os.Lstat(filepath.Join(d, name+".yaml")); err == nil {
@@ -235,211 +216,61 @@ func (s Store) Overrides(name string) bool {
 	return false
 }
 
-// Resolve loads name and merges it onto its parents.
-func (s Store) Resolve(name string) (*Profile, error) {
-	return s.resolve(name, map[string]bool{})
+// Files are the user profile files of a store, by profile name: what
+// resolving a user profile reads, taken at one moment, so that the same
+// bytes are what is resolved and what a cached result is keyed by.
+type Files map[string]File
+
+// File is one profile file: where it is, and its content or why it could
+// not be read.
+type File struct {
+	Path string `json:"path"`
+	Data []byte `json:"data,omitempty"`
+	Err  string `json:"error,omitempty"`
 }
 
-func (s Store) resolve(name string, seen map[string]bool) (*Profile, error) {
-	if seen[name] {
-		return nil, &Error{Profile: name, Err: errors.New("extends itself (a cycle)")}
-	}
-	seen[name] = true
-	p, err := s.Load(name)
-	if err != nil {
-		return nil, err
-	}
-	if p.Extends == "" {
-		return p, nil
-	}
-	if p.Extends == name {
-		// A user file may extend the built-in of the same name.
-		parent, err := Store{}.resolve(name, map[string]bool{})
-		if err != nil {
-			return nil, err
-		}
-		return merge(parent, p), nil
-	}
-	parent, err := s.resolve(p.Extends, seen)
-	if err != nil {
-		var pe *Error
-		if errors.As(err, &pe) && errors.Is(err, ErrUnknown) {
-			return nil, &Error{Profile: name, Line: p.extendsLine, Err: fmt.Errorf("extends unknown profile %q", p.Extends)}
-		}
-		return nil, err
-	}
-	return merge(parent, p), nil
-}
-
-// merge lays child over parent.
-func merge(parent, child *Profile) *Profile {
-	out := *child
-	out.Extends = ""
-	if out.Description == "" {
-		out.Description = parent.Description
-	}
-	if out.Network == "" {
-		out.Network = parent.Network
-	}
-	if out.Limits.Memory == "" {
-		out.Limits.Memory = parent.Limits.Memory
-	}
-	if out.Limits.CPUs == 0 {
-		out.Limits.CPUs = parent.Limits.CPUs
-	}
-	if out.Limits.Pids == 0 {
-		out.Limits.Pids = parent.Limits.Pids
-	}
-	if out.Limits.Scratch == "" {
-		out.Limits.Scratch = parent.Limits.Scratch
-	}
-	out.Masks = append(append([]string{}, parent.Masks...), child.Masks...)
-	out.ReadOnly = append(append([]string{}, parent.ReadOnly...), child.ReadOnly...)
-	out.Env = map[string]string{}
-	for k, v := range parent.Env {
-		out.Env[k] = v
-	}
-	for k, v := range child.Env {
-		out.Env[k] = v
-	}
-	if len(out.Env) == 0 {
-		out.Env = nil
-	}
-	dropped := map[string]bool{}
-	for _, d := range child.Seccomp.Drop {
-		dropped[d.Name] = true
-	}
-	var allow []Syscall
-	for _, a := range parent.Seccomp.Allow {
-		if !dropped[a.Name] {
-			allow = append(allow, a)
-		}
-	}
-	var allowIf []Conditional
-	for _, c := range parent.Seccomp.AllowIf {
-		if !dropped[c.Syscall.Name] {
-			allowIf = append(allowIf, c)
-		}
-	}
-	out.Seccomp.Allow = append(allow, child.Seccomp.Allow...)
-	out.Seccomp.AllowIf = append(allowIf, child.Seccomp.AllowIf...)
-	var errnos []Denial
-	for _, d := range parent.Seccomp.Errno {
-		kept := d
-		kept.Syscalls = nil
-		for _, sc := range d.Syscalls {
-			if !dropped[sc.Name] {
-				kept.Syscalls = append(kept.Syscalls, sc)
+// Files reads every profile file (NAME.yaml, NAME valid) of the store's
+// directories; of two files for one name, the earlier directory's wins. A
+// directory that does not exist holds none.
+func (s Store) Files() Files {
+	files := Files{}
+	for _, d := range s.Dirs {
+		entries, _ := os.ReadDir(d)
+		for _, e := range entries {
+			name, ok := strings.CutSuffix(e.Name(), ".yaml")
+			if _, seen := files[name]; !ok || seen || !ValidName(name) {
+				continue
 			}
-		}
-		if len(kept.Syscalls) > 0 {
-			errnos = append(errnos, kept)
-		}
-	}
-	out.Seccomp.Errno = append(errnos, child.Seccomp.Errno...)
-	out.Seccomp.Drop = nil
-	notes := map[string]string{}
-	for k, v := range parent.Seccomp.Notes {
-		notes[k] = v
-	}
-	for k, v := range child.Seccomp.Notes {
-		notes[k] = v
-	}
-	if len(notes) > 0 {
-		out.Seccomp.Notes = notes
-	}
-	return &out
-}
-
-// Parse reads a profile file.
-func Parse(name, source string, data []byte) (*Profile, error) {
-	var p Profile
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&p); err != nil {
-		return nil, yamlError(name, err)
-	}
-	p.Name, p.Source = name, source
-	p.Seccomp.markFrom(name)
-	if p.Version != FormatVersion {
-		return nil, &Error{Profile: name, Line: 1, Err: fmt.Errorf("version %d: this jail reads version %d", p.Version, FormatVersion)}
-	}
-	var root yaml.Node
-	_ = yaml.Unmarshal(data, &root)
-	p.extendsLine = lineOf(&root, "extends")
-	if p.Extends != "" && !validName(p.Extends) {
-		return nil, &Error{Profile: name, Line: p.extendsLine, Err: fmt.Errorf("extends %q: not a profile name", p.Extends)}
-	}
-	if p.Network != "" && p.Network != "none" {
-		return nil, &Error{Profile: name, Line: lineOf(&root, "network"), Err: fmt.Errorf("network %q: only none is supported", p.Network)}
-	}
-	for _, path := range append(append([]string{}, p.Masks...), p.ReadOnly...) {
-		if !filepath.IsAbs(path) || strings.Contains(path, "..") {
-			return nil, &Error{Profile: name, Line: lineOf(&root, "masks"), Err: fmt.Errorf("path %q must be absolute, without ..", path)}
-		}
-	}
-	for _, d := range p.Seccomp.Errno {
-		if len(d.Syscalls) == 0 {
-			return nil, &Error{Profile: name, Err: errors.New("an errno entry names no syscalls")}
-		}
-		if d.Errno != "" && ErrnoValue(d.Errno) == 0 {
-			return nil, &Error{Profile: name, Line: d.Syscalls[0].Line, Err: fmt.Errorf("errno %q is not an errno name (EPERM, ENOSYS, ...)", d.Errno)}
-		}
-	}
-	for _, c := range append(p.Seccomp.AllowIf, conditionalsOf(p.Seccomp.Errno)...) {
-		for _, a := range c.Args {
-			if a.Index > 5 {
-				return nil, &Error{Profile: name, Line: c.Syscall.Line, Err: fmt.Errorf("%s: argument index %d: syscalls have 6", c.Syscall.Name, a.Index)}
+			path := filepath.Join(d, e.Name())
+			data, err := os.ReadFile(path)
+			if err != nil {
+				files[name] = File{Path: path, Err: err.Error()}
+				continue
 			}
-			if a.Not && a.Mask != 0 {
-				return nil, &Error{Profile: name, Line: c.Syscall.Line, Err: fmt.Errorf("%s: `not` compares whole values, without mask", c.Syscall.Name)}
-			}
+			files[name] = File{Path: path, Data: data}
 		}
 	}
-	return &p, nil
+	return files
 }
 
-func conditionalsOf(ds []Denial) []Conditional {
-	var out []Conditional
-	for _, d := range ds {
-		for _, s := range d.Syscalls {
-			out = append(out, Conditional{Syscall: s, Args: d.Args})
-		}
-	}
-	return out
+//go:embed builtin/*.yaml
+var builtinFS embed.FS
+
+// BuiltinFile returns the YAML of the built-in profile name.
+func BuiltinFile(name string) ([]byte, bool) {
+	data, err := builtinFS.ReadFile("builtin/" + name + ".yaml")
+	return data, err == nil
 }
 
-// yamlError turns a yaml.v3 error ("yaml: line 3: ...", or a list of
-// "line N: ..." unmarshal errors) into one line about the first problem.
-func yamlError(name string, err error) error {
-	msg := err.Error()
-	if te, ok := err.(*yaml.TypeError); ok && len(te.Errors) > 0 {
-		msg = te.Errors[0]
+// BuiltinNames lists the built-in profiles.
+func BuiltinNames() []string {
+	entries, _ := fs.ReadDir(builtinFS, "builtin")
+	var names []string
+	for _, e := range entries {
+		names = append(names, strings.TrimSuffix(e.Name(), ".yaml"))
 	}
-	msg = strings.TrimPrefix(msg, "yaml: ")
-	var line int
-	if n, _ := fmt.Sscanf(msg, "line %d:", &line); n == 1 {
-		msg = strings.TrimSpace(msg[strings.Index(msg, ":")+1:])
-	}
-	if errors.Is(err, errEOF) || msg == "EOF" {
-		msg = "empty file"
-	}
-	return &Error{Profile: name, Line: line, Err: errors.New(strings.ReplaceAll(msg, "\n", " "))}
-}
-
-var errEOF = errors.New("EOF")
-
-// lineOf finds the line of a top-level key.
-func lineOf(root *yaml.Node, key string) int {
-	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
-		root = root.Content[0]
-	}
-	for i := 0; i+1 < len(root.Content); i += 2 {
-		if root.Content[i].Value == key {
-			return root.Content[i].Line
-		}
-	}
-	return 0
+	sort.Strings(names)
+	return names
 }
 
 // ErrnoValue returns the number of an errno name such as "EPERM", or 0.
@@ -455,43 +286,4 @@ func ErrnoValue(name string) syscall.Errno {
 // Info describes a profile for `jail profile ls`.
 type Info struct {
 	Name, Source, Description string
-}
-
-// List returns every profile the store can find, user ones shadowing
-// built-ins of the same name.
-func (s Store) List() ([]Info, error) {
-	seen := map[string]bool{}
-	var out []Info
-	add := func(name string) {
-		if seen[name] {
-			return
-		}
-		seen[name] = true
-		info := Info{Name: name}
-		if p, err := s.Load(name); err == nil {
-			info.Source, info.Description = p.Source, p.Description
-		} else {
-			info.Source, info.Description = "invalid", err.Error()
-		}
-		out = append(out, info)
-	}
-	for _, d := range s.Dirs {
-		entries, _ := os.ReadDir(d)
-		for _, e := range entries {
-			if name, ok := strings.CutSuffix(e.Name(), ".yaml"); ok && validName(name) {
-				add(name)
-			}
-		}
-	}
-	builtins, _ := builtinFS.ReadDir("builtin")
-	for _, e := range builtins {
-		add(strings.TrimSuffix(e.Name(), ".yaml"))
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
-}
-
-// Marshal renders a profile as YAML.
-func Marshal(p *Profile) ([]byte, error) {
-	return yaml.Marshal(p)
 }

@@ -1,129 +1,67 @@
 package profiles
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 )
 
-func TestParse(t *testing.T) {
-	cases := []struct {
-		name, body string
-		line       int    // 0: no error expected
-		want       string // in the error
-	}{
-		{"minimal", "version: 1\n", 0, ""},
-		{"full", "version: 1\ndescription: d\nlimits: {memory: 1G, cpus: 0.5, pids: 10, scratch: 64M}\nnetwork: none\nmasks: [/a]\nread_only: [/b]\nenv: {A: b}\nseccomp:\n  allow: [read]\n  allow_if:\n    - {syscall: clone, why: w, args: [{index: 0, mask: 1, equals: 0}]}\n  errno:\n    - {syscalls: [bpf], errno: ENOSYS, why: w}\n", 0, ""},
-		{"no version", "description: x\n", 1, "version 0"},
-		{"future version", "version: 2\n", 1, "version 2"},
-		{"unknown field", "version: 1\ncolour: red\n", 2, "field colour not found"},
-		{"nested unknown field", "version: 1\nseccomp:\n  allows: [read]\n", 3, "field allows not found"},
-		{"bad yaml", "version: 1\nseccomp: [\n", 2, ""},
-		{"syscall not a word", "version: 1\nseccomp:\n  allow:\n    - {a: b}\n", 4, "plain word"},
-		{"bad errno", "version: 1\nseccomp:\n  errno:\n    - {syscalls: [bpf], errno: EWHAT, why: w}\n", 4, "not an errno"},
-		{"argument index", "version: 1\nseccomp:\n  allow_if:\n    - {syscall: clone, args: [{index: 6, equals: 0}]}\n", 4, "argument index 6"},
-		{"network", "version: 1\nnetwork: host\n", 2, "only none"},
-		{"relative mask", "version: 1\nmasks: [etc/shadow]\n", 2, "absolute"},
-		{"bad extends", "version: 1\nextends: ../x\n", 2, "not a profile name"},
-		{"empty", "", 0, "empty file"},
-	}
-	for _, c := range cases {
-		_, err := Parse(c.name, "test", []byte(c.body))
-		if c.line == 0 && c.want == "" {
-			if err != nil {
-				t.Errorf("%s: %v", c.name, err)
-			}
-			continue
-		}
-		var pe *Error
-		if !errors.As(err, &pe) {
-			t.Errorf("%s: error %v; want a profile error", c.name, err)
-			continue
-		}
-		if pe.Line != c.line || !strings.Contains(pe.Error(), c.want) {
-			t.Errorf("%s: %q (line %d); want line %d and %q", c.name, pe.Error(), pe.Line, c.line, c.want)
-		}
-	}
-}
-
-func TestBuiltinsResolve(t *testing.T) {
-	for _, name := range []string{"default", "strict", "build"} {
-		p, err := Store{}.Resolve(name)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if len(p.Seccomp.Allow) < 200 || p.Limits.Memory == "" {
-			t.Errorf("%s resolved to %d allowed syscalls, memory %q", name, len(p.Seccomp.Allow), p.Limits.Memory)
-		}
-	}
-	strict, _ := Store{}.Resolve("strict")
-	for _, a := range strict.Seccomp.Allow {
-		if a.Name == "socket" || a.Name == "ioctl" || a.Name == "process_vm_readv" {
-			t.Errorf("strict still allows %s unconditionally", a.Name)
-		}
-	}
-	build, _ := Store{}.Resolve("build")
-	for _, d := range build.Seccomp.Errno {
-		for _, s := range d.Syscalls {
-			if s.Name == "ptrace" {
-				t.Errorf("build still denies ptrace (line %d of %s)", s.Line, s.From)
-			}
-		}
-	}
-}
-
-func TestUserProfiles(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, body string) {
-		if err := os.WriteFile(filepath.Join(dir, name+".yaml"), []byte(body), 0o644); err != nil {
+// TestStoreFiles: the first directory's file of a name wins, files that
+// are not NAME.yaml with a valid name are left out, an unreadable file
+// says why, and a missing directory holds nothing.
+func TestStoreFiles(t *testing.T) {
+	first, second := t.TempDir(), t.TempDir()
+	write := func(dir, file, body string, mode os.FileMode) {
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(body), mode); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write("a", "version: 1\nextends: b\nenv: {X: a}\nlimits: {pids: 7}\n")
-	write("b", "version: 1\nextends: default\nenv: {X: b, Y: b}\nmasks: [/m]\n")
-	write("loop1", "version: 1\nextends: loop2\n")
-	write("loop2", "version: 1\nextends: loop1\n")
-	write("default", "version: 1\nextends: default\ndescription: my default\n")
-	s := Store{Dirs: []string{dir}}
-	p, err := s.Resolve("a")
-	if err != nil {
-		t.Fatal(err)
+	write(first, "mine.yaml", "first", 0o644)
+	write(second, "mine.yaml", "second", 0o644)
+	write(second, "theirs.yaml", "theirs", 0o644)
+	write(second, "Bad.yaml", "x", 0o644)
+	write(second, "notes.txt", "x", 0o644)
+	write(first, "secret.yaml", "x", 0o000)
+	files := Store{Dirs: []string{first, filepath.Join(first, "missing"), second}}.Files()
+	if len(files) != 3 {
+		t.Errorf("files: %v; want mine, theirs and secret", files)
 	}
-	if p.Env["X"] != "a" || p.Env["Y"] != "b" || p.Limits.Pids != 7 || p.Limits.Memory != "512M" || len(p.Masks) != 1 {
-		t.Errorf("merged profile: env %v limits %+v masks %v", p.Env, p.Limits, p.Masks)
+	if f := files["mine"]; string(f.Data) != "first" || f.Path != filepath.Join(first, "mine.yaml") {
+		t.Errorf("mine: %+v; want the first directory's", f)
 	}
-	if _, err := s.Resolve("loop1"); err == nil || !strings.Contains(err.Error(), "cycle") {
-		t.Errorf("cycle: %v", err)
+	if f := files["theirs"]; string(f.Data) != "theirs" {
+		t.Errorf("theirs: %+v", f)
 	}
-	// A user file named after a built-in extends the built-in.
-	d, err := s.Resolve("default")
-	if err != nil || d.Description != "my default" || len(d.Seccomp.Allow) < 200 {
-		t.Errorf("user default: %v %q", err, d.Description)
+	if f := files["secret"]; os.Geteuid() != 0 && (f.Err == "" || f.Data != nil) {
+		t.Errorf("an unreadable file: %+v; want its error", f)
 	}
-	infos, _ := s.List()
-	if len(infos) < 6 {
-		t.Errorf("List found %d profiles", len(infos))
+	s := Store{Dirs: []string{first, second}}
+	if !s.Overrides("theirs") || s.Overrides("default") {
+		t.Errorf("Overrides: theirs %v, default %v", s.Overrides("theirs"), s.Overrides("default"))
 	}
 }
 
-// FuzzParse: no input makes Parse panic, and what it accepts renders back.
-func FuzzParse(f *testing.F) {
-	for _, name := range []string{"default", "strict", "build"} {
-		b, _ := builtinFS.ReadFile("builtin/" + name + ".yaml")
-		f.Add(b)
+func TestValidName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"default": true, "my-profile.2": true, "a_b": true, "9": true,
+		"": false, "-x": false, "Upper": false, "../etc": false, "a/b": false,
+		string(make([]byte, 65)): false,
+	} {
+		if ValidName(name) != want {
+			t.Errorf("ValidName(%q) = %v", name, !want)
+		}
 	}
-	f.Add([]byte("version: 1\nseccomp:\n  allow: [read, {x: 1}]\n"))
-	f.Add([]byte("version: 1\nlimits: {memory: [1]}\n"))
-	f.Add([]byte("{"))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		p, err := Parse("fuzz", "fuzz", data)
-		if err != nil {
-			return
-		}
-		if _, err := Marshal(p); err != nil {
-			t.Errorf("Marshal of a parsed profile: %v", err)
-		}
-	})
+}
+
+func TestBuiltins(t *testing.T) {
+	names := BuiltinNames()
+	if len(names) != 3 || names[0] != "build" || names[1] != "default" || names[2] != "strict" {
+		t.Errorf("BuiltinNames: %v", names)
+	}
+	if data, ok := BuiltinFile("default"); !ok || len(data) == 0 {
+		t.Errorf("BuiltinFile(default): %d bytes, %v", len(data), ok)
+	}
+	if _, ok := BuiltinFile("nosuch"); ok {
+		t.Errorf("BuiltinFile(nosuch) found one")
+	}
 }

@@ -1,9 +1,11 @@
-// Package seccomp finds the compiled seccomp filter of a profile: built-in
-// profiles come resolved and compiled at build time, and user profiles are
-// compiled on first use (by package compile, run in jail's tools program)
-// and cached, keyed by a hash of the policy, the architecture and the
-// compiler. A sandbox's init only loads raw BPF (package filter), which
-// takes well under a millisecond. This package has no cgo.
+// Package seccomp finds a profile as resolved and its compiled seccomp
+// filter: built-in profiles come resolved and compiled at build time, and
+// user profiles are resolved and compiled on first use (by packages
+// profiles/files and compile, run in jail's tools program) and cached,
+// keyed by a hash of the user's profile files, the name, the architecture
+// and the tools program. A sandbox's init only loads raw BPF (package
+// filter), which takes well under a millisecond. This package has no cgo
+// and reads no YAML.
 package seccomp
 
 import (
@@ -19,30 +21,37 @@ import (
 	"github.com/jail-sandbox/jail/seccomp/filter"
 )
 
-// compilerVersion changes whenever the compiler's output for the same
-// profile would change, invalidating cached filters.
-const compilerVersion = 3
+// cacheVersion changes whenever what is cached for the same input would
+// change, invalidating cached entries.
+const cacheVersion = 4
 
 // Filter is a compiled policy (see package filter, which loads it).
 type Filter = filter.Filter
 
-// Compiler compiles a profile; Identity names it (and the libseccomp it
-// uses) for cache keys.
-type Compiler struct {
+// Resolver resolves and compiles a user profile from the user's profile
+// files; Identity names it (and the libseccomp it uses) for cache keys.
+type Resolver struct {
 	Identity string
-	Compile  func(*profiles.Profile) (Filter, error)
+	Resolve  func(user profiles.Files, name string) (*profiles.Profile, Filter, error)
 }
 
-// Key identifies a compiled filter: the policy, the architecture and the
-// compiler.
-func Key(p *profiles.Profile, compiler string) (string, error) {
-	policy, err := json.Marshal(p.Seccomp)
+// Resolved is a profile as resolved with its filter, as cached.
+type Resolved struct {
+	Profile *profiles.Profile `json:"profile"`
+	Filter  Filter            `json:"filter"`
+}
+
+// Key identifies what resolving name from the user's files gives: the
+// files (all of them: which ones a profile extends is known only once
+// they are parsed), the name, the architecture and the resolver.
+func Key(user profiles.Files, name, resolver string) (string, error) {
+	files, err := json.Marshal(user)
 	if err != nil {
 		return "", err
 	}
 	h := sha256.New()
-	fmt.Fprintf(h, "jail-seccomp %d\n%s\n%s\n", compilerVersion, runtime.GOARCH, compiler)
-	h.Write(policy)
+	fmt.Fprintf(h, "jail-profile %d\n%s\n%s\n%s\n", cacheVersion, runtime.GOARCH, resolver, name)
+	h.Write(files)
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
@@ -58,42 +67,43 @@ func CacheDir() string {
 	return ""
 }
 
-// Cached returns p's filter from the cache, compiling and storing it the
-// first time. A cache that cannot be written only costs the compile.
-func Cached(p *profiles.Profile, c Compiler) (Filter, error) {
-	key, err := Key(p, c.Identity)
+// Cached returns profile name resolved from the user's files, with its
+// filter: from the cache in dir (CacheDir; "" for none), or resolved,
+// compiled and stored the first time. A cache that cannot be written only
+// costs the resolving.
+func Cached(dir string, user profiles.Files, name string, r Resolver) (*profiles.Profile, Filter, error) {
+	key, err := Key(user, name, r.Identity)
 	if err != nil {
-		return Filter{}, err
+		return nil, Filter{}, err
 	}
-	dir := CacheDir()
-	path := filepath.Join(dir, key+".json")
+	path := filepath.Join(dir, "profile-"+key+".json")
 	if dir != "" {
 		if data, err := os.ReadFile(path); err == nil {
-			var f Filter
-			if json.Unmarshal(data, &f) == nil && f.Valid() {
-				return f, nil
+			var c Resolved
+			if json.Unmarshal(data, &c) == nil && c.Profile != nil && c.Filter.Valid() {
+				return c.Profile, c.Filter, nil
 			}
 		}
 	}
-	f, err := c.Compile(p)
+	p, f, err := r.Resolve(user, name)
 	if err != nil {
-		return Filter{}, err
+		return nil, Filter{}, err
 	}
-	data, err := json.Marshal(f)
+	data, err := json.Marshal(Resolved{Profile: p, Filter: f})
 	if err != nil {
-		return Filter{}, err
+		return nil, Filter{}, err
 	}
 	if dir != "" && os.MkdirAll(dir, 0o755) == nil {
 		// Written under a temporary name and renamed: a reader never
-		// sees half a filter.
+		// sees half an entry.
 		if tmp, err := os.CreateTemp(dir, ".tmp-*"); err == nil {
 			_, werr := tmp.Write(data)
 			cerr := tmp.Close()
 			if werr == nil && cerr == nil && os.Chmod(tmp.Name(), 0o644) == nil && os.Rename(tmp.Name(), path) == nil {
-				return f, nil
+				return p, f, nil
 			}
 			os.Remove(tmp.Name())
 		}
 	}
-	return f, nil
+	return p, f, nil
 }

@@ -113,6 +113,7 @@ func TestProfileErrors(t *testing.T) {
 		"badversion":  "version: 7\n",
 		"mine":        "version: 1\nextends: default\ndescription: mine\nenv:\n  FROM_PROFILE: yes\nmasks: [/etc/hostname]\n",
 		"conflicting": "version: 1\nextends: default\nseccomp:\n  allow: [bpf]\n",
+		"child":       "version: 1\nextends: parent\n",
 	}
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(dir, name+".yaml"), []byte(body), 0o644); err != nil {
@@ -148,6 +149,24 @@ func TestProfileErrors(t *testing.T) {
 		cmd.Env = append(cmd.Env, "XDG_CONFIG_HOME="+config)
 		if r := runCmd(t, cmd); r.code != 0 || !strings.Contains(r.stdout, "io_uring_setup") || !strings.Contains(r.stdout, "FROM_PROFILE") {
 			t.Errorf("profile show mine: exit %d, %.300q", r.code, r.stdout)
+		}
+		cmd = command(m, "profile", "ls")
+		cmd.Env = append(cmd.Env, "XDG_CONFIG_HOME="+config)
+		if r := runCmd(t, cmd); r.code != 0 || !strings.Contains(r.stdout, "\nmine ") || !strings.Contains(r.stdout, "\nstrict ") {
+			t.Errorf("profile ls: exit %d, %.500q", r.code, r.stdout)
+		}
+		// A resolved user profile is cached, and an edit of any file it
+		// extends is seen at the next run.
+		for _, value := range []string{"one", "two"} {
+			parent := "version: 1\nextends: default\nenv: {FROM_PARENT: " + value + "}\n"
+			if err := os.WriteFile(filepath.Join(dir, "parent.yaml"), []byte(parent), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cmd := command(m, "run", "--profile", "child", "--", "sh", "-c", `echo "$FROM_PARENT"`)
+			cmd.Env = append(cmd.Env, "XDG_CONFIG_HOME="+config)
+			if r := runCmd(t, cmd); r.code != 0 || r.stdout != value+"\n" {
+				t.Errorf("profile child, parent edited to %s: exit %d, stdout %q, stderr %q", value, r.code, r.stdout, r.stderr)
+			}
 		}
 	})
 }

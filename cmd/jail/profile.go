@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/jail-sandbox/jail"
+	"github.com/jail-sandbox/jail/internal/programs"
 	"github.com/jail-sandbox/jail/profiles"
 )
 
@@ -21,33 +22,18 @@ func profileCommand(args []string) int {
 		fmt.Fprint(os.Stderr, profileUsage)
 		return fail("profile: which subcommand?")
 	}
-	store := profiles.DefaultStore()
 	switch args[0] {
-	case "ls":
-		infos, err := store.List()
-		if err != nil {
-			return fail("profile ls: %v", err)
+	case "ls", "show":
+		// Both read profile files, which only the tools program can.
+		if args[0] == "ls" && len(args) != 1 {
+			return fail("profile ls: takes no arguments")
 		}
-		for _, i := range infos {
-			fmt.Printf("%-12s %-10s %s\n", i.Name, i.Source, i.Description)
-		}
-		return 0
-	case "show":
-		if len(args) != 2 {
+		if args[0] == "show" && len(args) != 2 {
 			return fail("profile show: takes one profile name")
 		}
-		p, err := store.Resolve(args[1])
-		if err != nil {
-			return failProfile(err)
-		}
-		out, err := profiles.Marshal(p)
-		if err != nil {
-			return fail("profile show: %v", err)
-		}
-		fmt.Printf("# profile %s (%s), resolved\n%s", p.Name, p.Source, out)
-		return 0
+		return fail("profile %s: %v", args[0], programs.Exec(programs.Tools, append([]string{"jail-tools", "profile"}, args...)))
 	case "export":
-		return profileExport(store, args[1:])
+		return profileExport(profiles.DefaultStore(), args[1:])
 	}
 	return fail("profile: unknown subcommand %q", args[0])
 }

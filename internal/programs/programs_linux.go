@@ -11,13 +11,15 @@
 //     ms of CPU there against 0.35 ms. Builds without it use the stage
 //     program's.
 //   - tools: what needs heavy dependencies and runs rarely: image import
-//     and pull (go-containerregistry, package images/fetch) and compiling
-//     seccomp filters (libseccomp through cgo, package seccomp/compile).
+//     and pull (go-containerregistry, package images/fetch), reading user
+//     profiles (YAML, package profiles/files) and compiling seccomp
+//     filters (libseccomp through cgo, package seccomp/compile).
 //   - server: `jail serve`, the HTTP API (net/http, package server), which
 //     jail execs. It embeds the stage program, for its sandboxes.
 //
 // Keeping these out of the jail binary keeps its own start short (net/http
-// alone added 0.6 ms to every `jail run`) and the binary free of cgo. The
+// alone added 0.6 ms to every `jail run`, yaml.v3 0.3-0.4 ms; a test
+// keeps them out) and the binary free of cgo. The
 // server is pure Go, not part of the tools program: a cgo binary's larger
 // address space made each of the server's forks dearer.
 //

@@ -44,43 +44,50 @@ func RunTools(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, er
 	return 0, nil
 }
 
-// SeccompCompiler compiles profiles in the tools program. Its identity, part
-// of the cache key, is the tools program's version, which covers the
-// libseccomp linked into it.
-func SeccompCompiler() seccomp.Compiler {
-	return seccomp.Compiler{Identity: "tools " + Version(Tools), Compile: compileInTools}
+// ProfileResolver resolves and compiles user profiles in the tools program,
+// which links the YAML reader and libseccomp. Its identity, part of the
+// cache key, is the tools program's version, which covers both and the
+// built-in profiles a user profile may extend.
+func ProfileResolver() seccomp.Resolver {
+	return seccomp.Resolver{Identity: "tools " + Version(Tools), Resolve: resolveInTools}
 }
 
-// compileError mirrors the tools program's answer on failure.
-type compileError struct {
+// resolveRequest and resolveError mirror the tools program's request and
+// its answer on failure.
+type resolveRequest struct {
+	Name  string         `json:"name"`
+	Files profiles.Files `json:"files"`
+}
+
+type resolveError struct {
 	Profile string `json:"profile"`
 	Line    int    `json:"line"`
 	Message string `json:"message"`
 }
 
-func compileInTools(p *profiles.Profile) (seccomp.Filter, error) {
-	in, err := json.Marshal(p)
+func resolveInTools(user profiles.Files, name string) (*profiles.Profile, seccomp.Filter, error) {
+	in, err := json.Marshal(resolveRequest{Name: name, Files: user})
 	if err != nil {
-		return seccomp.Filter{}, err
+		return nil, seccomp.Filter{}, err
 	}
 	var out, stderr bytes.Buffer
-	code, err := RunTools([]string{"compile"}, bytes.NewReader(in), &out, &stderr)
+	code, err := RunTools([]string{"profile", "resolve"}, bytes.NewReader(in), &out, &stderr)
 	if err != nil {
-		return seccomp.Filter{}, err
+		return nil, seccomp.Filter{}, err
 	}
 	if code != 0 {
-		var ce compileError
-		if json.Unmarshal(out.Bytes(), &ce) != nil || ce.Message == "" {
-			return seccomp.Filter{}, fmt.Errorf("tools program: compile: status %d: %s", code, bytes.TrimSpace(stderr.Bytes()))
+		var re resolveError
+		if json.Unmarshal(out.Bytes(), &re) != nil || re.Message == "" {
+			return nil, seccomp.Filter{}, fmt.Errorf("tools program: profile resolve: status %d: %s", code, bytes.TrimSpace(stderr.Bytes()))
 		}
-		if ce.Profile != "" {
-			return seccomp.Filter{}, &profiles.Error{Profile: ce.Profile, Line: ce.Line, Err: errors.New(ce.Message)}
+		if re.Profile != "" {
+			return nil, seccomp.Filter{}, &profiles.Error{Profile: re.Profile, Line: re.Line, Err: errors.New(re.Message)}
 		}
-		return seccomp.Filter{}, errors.New(ce.Message)
+		return nil, seccomp.Filter{}, errors.New(re.Message)
 	}
-	var f seccomp.Filter
-	if err := json.Unmarshal(out.Bytes(), &f); err != nil || !f.Valid() {
-		return seccomp.Filter{}, fmt.Errorf("tools program: compile: not a filter")
+	var r seccomp.Resolved
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil || r.Profile == nil || !r.Filter.Valid() {
+		return nil, seccomp.Filter{}, fmt.Errorf("tools program: profile resolve: not a resolved profile")
 	}
-	return f, nil
+	return r.Profile, r.Filter, nil
 }

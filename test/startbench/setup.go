@@ -17,7 +17,7 @@ import (
 
 	"github.com/jail-sandbox/jail/api"
 	"github.com/jail-sandbox/jail/client"
-	"github.com/jail-sandbox/jail/profiles"
+	"github.com/jail-sandbox/jail/profiles/files"
 )
 
 // cgroupParent is where crun and runc put their cgroups for the run.
@@ -272,7 +272,7 @@ func busyboxRoot(dir string) error {
 // that crun and runc load the same filter (both compile it with libseccomp
 // in every start; that cost is theirs).
 func ociSeccomp() (map[string]any, error) {
-	p, err := profiles.Store{}.Resolve("default")
+	p, err := files.Resolve(nil, "default")
 	if err != nil {
 		return nil, err
 	}

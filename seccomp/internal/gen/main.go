@@ -14,16 +14,13 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/jail-sandbox/jail/profiles"
+	"github.com/jail-sandbox/jail/profiles/files"
 	"github.com/jail-sandbox/jail/seccomp/compile"
 )
 
 func main() {
 	dir := os.Args[1]
-	infos, err := profiles.Store{}.List()
-	if err != nil {
-		fail(err)
-	}
+	infos := files.List(nil)
 	// Only what this run writes stays: a profile removed from the
 	// built-ins leaves nothing behind.
 	old, _ := filepath.Glob(filepath.Join(dir, "*.*"))
@@ -37,7 +34,7 @@ func main() {
 	var code bytes.Buffer
 	code.WriteString(header)
 	for _, info := range infos {
-		p, err := profiles.Store{}.Resolve(info.Name)
+		p, err := files.Resolve(nil, info.Name)
 		if err != nil {
 			fail(err)
 		}

@@ -1,0 +1,37 @@
+package programs
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestStartPathLinksNothingHeavy: what every sandbox starts (the jail
+// binary, and the stage program that is its init) links none of the
+// packages kept in the tools and server programs. Each costs every start
+// its package initialisation or a dynamic loader: YAML (a regexp and
+// Unicode tables, 0.3-0.4 ms), net/http (0.6 ms), go-containerregistry
+// and libseccomp (which would also bring cgo and a dynamic loader).
+func TestStartPathLinksNothingHeavy(t *testing.T) {
+	heavy := []string{
+		"gopkg.in/yaml.v3", "regexp", "net/http",
+		"github.com/google/go-containerregistry/", "github.com/seccomp/libseccomp-golang",
+	}
+	for _, pkg := range []string{"github.com/jail-sandbox/jail/cmd/jail", "github.com/jail-sandbox/jail/internal/programs/stage"} {
+		// As make builds them: without cgo (with it, net links it).
+		list := exec.Command("go", "list", "-deps", pkg)
+		list.Env = append(os.Environ(), "CGO_ENABLED=0")
+		out, err := list.Output()
+		if err != nil {
+			t.Skipf("go list: %v", err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			for _, h := range heavy {
+				if dep == h || (strings.HasSuffix(h, "/") && strings.HasPrefix(dep, h)) {
+					t.Errorf("%s links %s", pkg, dep)
+				}
+			}
+		}
+	}
+}
