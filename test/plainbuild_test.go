@@ -14,8 +14,8 @@ import (
 // TestBuildWithoutPrograms: a build that embeds neither helper program (a
 // plain `go build`, as a library user gets) still runs sandboxes, its own
 // binary re-executed as their init, under the built-in profiles; what needs
-// the tools program (a user profile, image pull) or the server program says
-// so in one line.
+// the tools program (a user profile, reading profile files, image pull) or
+// the server program says so in one line.
 func TestBuildWithoutPrograms(t *testing.T) {
 	if os.Getenv("JAIL_TEST_BINARIES") != "" {
 		t.Skip("built and tested on the host")
@@ -52,6 +52,7 @@ func TestBuildWithoutPrograms(t *testing.T) {
 			program string
 		}{
 			{[]string{"run", "--profile", "mine", "--", "true"}, "tools"},
+			{[]string{"profile", "show", "default"}, "tools"},
 			{[]string{"image", "pull", "localhost/x:1"}, "tools"},
 			{[]string{"serve", "--socket", filepath.Join(profiles, "x.sock")}, "server"},
 		} {
