@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"sync"
 	"syscall"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"github.com/jail-sandbox/jail/internal/forker"
 	"github.com/jail-sandbox/jail/internal/initstage"
 	"github.com/jail-sandbox/jail/internal/programs"
+	"github.com/jail-sandbox/jail/internal/spawn"
 )
 
 // Run runs spec.Command in a new sandbox, streams its output to spec.Stdout
@@ -267,19 +267,41 @@ type initProcess interface {
 	wait() (*syscall.Rusage, error)
 }
 
-// childInit is an init the supervisor started itself; pidfd, when the
-// kernel gave one, is non-blocking: Go's poller waits for the init's end
-// (a pidfd turns readable then) rather than a thread blocked in wait4.
+// childInit is an init the supervisor started itself (package spawn).
+// pidfd, when the kernel gave one, is non-blocking: Go's poller waits for
+// the init's end (a pidfd turns readable then) rather than a thread blocked
+// in wait4, and signals go through it, so that none can reach another
+// process that took the pid once the init is reaped.
 type childInit struct {
-	cmd   *exec.Cmd
+	id    int
 	pidfd *os.File
+
+	mu     sync.Mutex
+	reaped bool
 }
 
-func (c childInit) pid() int { return c.cmd.Process.Pid }
+func (c *childInit) pid() int { return c.id }
 
-func (c childInit) signal(sig syscall.Signal) error { return c.cmd.Process.Signal(sig) }
+func (c *childInit) signal(sig syscall.Signal) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.reaped {
+		return os.ErrProcessDone
+	}
+	if c.pidfd == nil {
+		return syscall.Kill(c.id, sig)
+	}
+	raw, err := c.pidfd.SyscallConn()
+	if err != nil {
+		return err
+	}
+	if cerr := raw.Control(func(fd uintptr) { err = unix.PidfdSendSignal(int(fd), sig, nil, 0) }); cerr != nil {
+		return cerr
+	}
+	return err
+}
 
-func (c childInit) wait() (*syscall.Rusage, error) {
+func (c *childInit) wait() (*syscall.Rusage, error) {
 	if c.pidfd != nil {
 		if raw, err := c.pidfd.SyscallConn(); err == nil {
 			_ = raw.Read(func(fd uintptr) bool {
@@ -289,10 +311,14 @@ func (c childInit) wait() (*syscall.Rusage, error) {
 				return err != nil || info.Signo != 0
 			})
 		}
+	}
+	usage, err := spawn.Wait(c.id)
+	c.mu.Lock()
+	c.reaped = true
+	if c.pidfd != nil {
 		c.pidfd.Close()
 	}
-	err := c.cmd.Wait()
-	usage, _ := c.cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	c.mu.Unlock()
 	return usage, err
 }
 
@@ -305,15 +331,10 @@ func (f forkedInit) signal(sig syscall.Signal) error { return f.child.Signal(sig
 
 func (f forkedInit) wait() (*syscall.Rusage, error) {
 	code, sig, err := f.child.Wait()
-	switch {
-	case err != nil:
+	if err != nil {
 		return nil, err
-	case sig != 0:
-		return nil, fmt.Errorf("signal: %v", syscall.Signal(sig))
-	case code != 0:
-		return nil, fmt.Errorf("exit status %d", code)
 	}
-	return nil, nil
+	return nil, spawn.StatusError(code, syscall.Signal(sig))
 }
 
 // close releases what the supervisor holds on the host: the cgroup (or the
@@ -611,12 +632,12 @@ func (s *supervisor) startInit(initEnd *os.File) error {
 	if !s.unmapped {
 		attr = s.plan.id.SysProcAttr()
 	}
-	cmd := &exec.Cmd{
-		Path:        path,
-		Args:        []string{initstage.Arg},
-		Env:         initstage.Environ(),
-		ExtraFiles:  extra,
-		SysProcAttr: attr,
+	cmd := &initStart{
+		path:  path,
+		args:  []string{initstage.Arg},
+		env:   initstage.Environ(),
+		extra: extra,
+		attr:  attr,
 	}
 	// The child's ends of the stdio pipes are closed here once it has
 	// them, so EOF on ours means every process in the sandbox is gone.
@@ -632,7 +653,7 @@ func (s *supervisor) startInit(initEnd *os.File) error {
 	if s.lateEntry() {
 		// Its cgroup namespace is made once it is in its cgroup, so that
 		// the namespace is rooted there.
-		cmd.SysProcAttr.Cloneflags &^= syscall.CLONE_NEWCGROUP
+		cmd.attr.Cloneflags &^= syscall.CLONE_NEWCGROUP
 	}
 	if err := s.startInitCmd(cmd); err != nil {
 		return err
@@ -645,19 +666,32 @@ func (s *supervisor) startInit(initEnd *os.File) error {
 	return nil
 }
 
+// initStart describes the start of an init: its program, arguments and
+// environment, its stdio (nil: /dev/null), the files it gets from
+// descriptor 3 on, and its clone attributes.
+type initStart struct {
+	path                  string
+	args, env             []string
+	stdin, stdout, stderr *os.File
+	extra                 []*os.File
+	attr                  *syscall.SysProcAttr
+}
+
 // startInitCmd starts the init that cmd describes: from here, by the pool's
 // forker, or here through the cgroup's manager.
-func (s *supervisor) startInitCmd(cmd *exec.Cmd) error {
+func (s *supervisor) startInitCmd(cmd *initStart) error {
 	if s.byForker {
 		return s.startForked(cmd)
 	}
 	pidfd := -1
-	cmd.SysProcAttr.PidFD = &pidfd
+	cmd.attr.PidFD = &pidfd
 	start := func() error {
-		if err := cmd.Start(); err != nil {
+		files := append([]*os.File{cmd.stdin, cmd.stdout, cmd.stderr}, cmd.extra...)
+		pid, err := spawn.Start(cmd.path, cmd.args, cmd.env, files, cmd.attr)
+		if err != nil {
 			return &SetupError{Step: "start", Err: err}
 		}
-		init := childInit{cmd: cmd}
+		init := &childInit{id: pid}
 		if pidfd >= 0 {
 			if unix.SetNonblock(pidfd, true) == nil {
 				init.pidfd = os.NewFile(uintptr(pidfd), "init-pidfd")
@@ -673,7 +707,7 @@ func (s *supervisor) startInitCmd(cmd *exec.Cmd) error {
 	}
 	// The init is born in its cgroup, never attached later: the command
 	// can never run outside it.
-	if err := s.cgroup.Start(cmd.SysProcAttr, start, s.reaped); err != nil {
+	if err := s.cgroup.Start(cmd.attr, start, s.reaped); err != nil {
 		if s.init != nil {
 			_ = s.abandonInit(nil)
 		}
@@ -687,27 +721,27 @@ func (s *supervisor) startInitCmd(cmd *exec.Cmd) error {
 }
 
 // startForked has the pool's forker start cmd in the sandbox's cgroup.
-func (s *supervisor) startForked(cmd *exec.Cmd) error {
+func (s *supervisor) startForked(cmd *initStart) error {
 	fail := func(step string, err error) error {
 		return &SetupError{Step: step, Err: err}
 	}
 	// The forker is the stage program itself: it re-executes itself as the
 	// init (the supervisor's path may be a memfd of its own).
-	sp, err := forker.SpawnOf("/proc/self/exe", cmd.Args, cmd.Env, cmd.SysProcAttr)
+	sp, err := forker.SpawnOf("/proc/self/exe", cmd.args, cmd.env, cmd.attr)
 	if err != nil {
 		return fail("start", err)
 	}
 	var files []*os.File
 	for _, std := range []struct {
-		f   any
+		f   *os.File
 		set *bool
-	}{{cmd.Stdin, &sp.Stdin}, {cmd.Stdout, &sp.Stdout}, {cmd.Stderr, &sp.Stderr}} {
-		if f, ok := std.f.(*os.File); ok && f != nil {
-			files = append(files, f)
+	}{{cmd.stdin, &sp.Stdin}, {cmd.stdout, &sp.Stdout}, {cmd.stderr, &sp.Stderr}} {
+		if std.f != nil {
+			files = append(files, std.f)
 			*std.set = true
 		}
 	}
-	files = append(files, cmd.ExtraFiles...)
+	files = append(files, cmd.extra...)
 	if s.cgroup != nil {
 		place, err := s.cgroup.Placement()
 		if err != nil {
@@ -808,7 +842,7 @@ func (c *commandHandle) close() {
 
 // connectStdio makes the pipes of the init's stdio, and the readers of its
 // output, unless the command gets a terminal.
-func (s *supervisor) connectStdio(cmd *exec.Cmd, childEnds *[]*os.File) error {
+func (s *supervisor) connectStdio(cmd *initStart, childEnds *[]*os.File) error {
 	fail := func(err error) error {
 		return &SetupError{Step: "start", Err: err}
 	}
@@ -817,8 +851,8 @@ func (s *supervisor) connectStdio(cmd *exec.Cmd, childEnds *[]*os.File) error {
 			set  func(*os.File)
 			sink **capture
 		}{
-			{func(f *os.File) { cmd.Stdout = f }, &s.stdout},
-			{func(f *os.File) { cmd.Stderr = f }, &s.stderr},
+			{func(f *os.File) { cmd.stdout = f }, &s.stdout},
+			{func(f *os.File) { cmd.stderr = f }, &s.stderr},
 		} {
 			r, w, err := os.Pipe()
 			if err != nil {
@@ -841,7 +875,7 @@ func (s *supervisor) connectStdio(cmd *exec.Cmd, childEnds *[]*os.File) error {
 			return fail(err)
 		}
 		if stdin != nil {
-			cmd.Stdin = stdin
+			cmd.stdin = stdin
 			if _, passed := s.spec.Stdin.(*os.File); !passed || stdin != s.spec.Stdin {
 				*childEnds = append(*childEnds, stdin)
 			}

@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -29,6 +28,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/jail-sandbox/jail/internal/spawn"
 )
 
 // Arg is argv[0] of a janitor process.
@@ -46,33 +47,27 @@ const mountpoint = "/sys/fs/cgroup"
 // kernel when the supervisor dies), then removes whatever of dirs is left.
 // wait reaps it.
 func Start(path string, dirs []string) (release *os.File, wait func(), err error) {
-	w, cmd, err := launch(path, dirs)
+	w, pid, err := launch(path, dirs)
 	if err != nil {
 		return nil, nil, err
 	}
-	return w, func() { _ = cmd.Wait() }, nil
+	return w, func() { _, _ = spawn.Wait(pid) }, nil
 }
 
 // launch starts a janitor with args, in a session of its own, reading its
-// stdin from the returned pipe.
-func launch(path string, args []string) (*os.File, *exec.Cmd, error) {
+// stdin from the returned pipe, and returns its pid.
+func launch(path string, args []string) (*os.File, int, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
-		return nil, nil, err
+		return nil, 0, err
 	}
 	defer r.Close()
-	cmd := &exec.Cmd{
-		Path:        path,
-		Args:        append([]string{Arg}, args...),
-		Env:         []string{},
-		Stdin:       r,
-		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
-	}
-	if err := cmd.Start(); err != nil {
+	pid, err := spawn.Start(path, append([]string{Arg}, args...), []string{}, []*os.File{r, nil, nil}, &syscall.SysProcAttr{Setsid: true})
+	if err != nil {
 		w.Close()
-		return nil, nil, fmt.Errorf("start cgroup janitor: %w", err)
+		return nil, 0, fmt.Errorf("start cgroup janitor: %w", err)
 	}
-	return w, cmd, nil
+	return w, pid, nil
 }
 
 // Main is the janitor process: it waits for stdin to close, then removes
@@ -159,16 +154,16 @@ const watchArg = "--watch"
 type Watch struct {
 	mu  sync.Mutex
 	w   *os.File
-	cmd *exec.Cmd
+	pid int
 }
 
 // StartWatch starts a watching janitor from the program at path.
 func StartWatch(path string) (*Watch, error) {
-	w, cmd, err := launch(path, []string{watchArg})
+	w, pid, err := launch(path, []string{watchArg})
 	if err != nil {
 		return nil, err
 	}
-	return &Watch{w: w, cmd: cmd}, nil
+	return &Watch{w: w, pid: pid}, nil
 }
 
 // Add tells the janitor about dirs, before they are made.
@@ -207,7 +202,8 @@ func (w *Watch) Close() error {
 		return nil
 	}
 	f.Close()
-	return w.cmd.Wait()
+	_, err := spawn.Wait(w.pid)
+	return err
 }
 
 // watch is the watching janitor's loop: it returns the directories it was
