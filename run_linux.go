@@ -291,14 +291,7 @@ func (c *childInit) signal(sig syscall.Signal) error {
 	if c.pidfd == nil {
 		return syscall.Kill(c.id, sig)
 	}
-	raw, err := c.pidfd.SyscallConn()
-	if err != nil {
-		return err
-	}
-	if cerr := raw.Control(func(fd uintptr) { err = unix.PidfdSendSignal(int(fd), sig, nil, 0) }); cerr != nil {
-		return cerr
-	}
-	return err
+	return spawn.Signal(c.pidfd, sig)
 }
 
 func (c *childInit) wait() (*syscall.Rusage, error) {
@@ -818,7 +811,7 @@ func (c *commandHandle) signal(sig syscall.Signal) error {
 }
 
 func (c *commandHandle) send(sig syscall.Signal) error {
-	err := unix.PidfdSendSignal(int(c.pidfd.Fd()), sig, nil, 0)
+	err := spawn.Signal(c.pidfd, sig)
 	if err == unix.ESRCH {
 		return nil // it has ended
 	}

@@ -35,10 +35,26 @@ type Resolver struct {
 	Resolve  func(user profiles.Files, name string) (*profiles.Profile, Filter, error)
 }
 
-// Resolved is a profile as resolved with its filter, as cached.
+// Resolved is a profile as resolved with its filter: what is cached, and
+// the tools program's answer to a ResolveRequest.
 type Resolved struct {
 	Profile *profiles.Profile `json:"profile"`
 	Filter  Filter            `json:"filter"`
+}
+
+// ResolveRequest asks the tools program for profile Name resolved from the
+// user's Files.
+type ResolveRequest struct {
+	Name  string         `json:"name"`
+	Files profiles.Files `json:"files"`
+}
+
+// ResolveError is the tools program's answer when resolving or compiling
+// fails: a profile error keeps its profile and line.
+type ResolveError struct {
+	Profile string `json:"profile,omitempty"`
+	Line    int    `json:"line,omitempty"`
+	Message string `json:"message"`
 }
 
 // Key identifies what resolving name from the user's files gives: the

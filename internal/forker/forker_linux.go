@@ -33,6 +33,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/jail-sandbox/jail/internal/control"
+	"github.com/jail-sandbox/jail/internal/spawn"
 )
 
 // Arg is argv[0] of the forker process.
@@ -190,17 +191,7 @@ func (c *Child) Signal(sig syscall.Signal) error {
 		return os.ErrProcessDone
 	default:
 	}
-	raw, err := c.pidfd.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var sendErr error
-	if err := raw.Control(func(fd uintptr) {
-		sendErr = unix.PidfdSendSignal(int(fd), sig, nil, 0)
-	}); err != nil {
-		return os.ErrProcessDone
-	}
-	return sendErr
+	return spawn.Signal(c.pidfd, sig)
 }
 
 // Wait waits for the child to end and returns its exit code, or the signal
@@ -256,7 +247,7 @@ func Main() {
 			send(control.Message{Kind: control.KindError, Reason: "forker: expected a spawn, got " + msg.Kind})
 			continue
 		}
-		cmd, pidfd, err := spawn(msg.Spawn, files)
+		cmd, pidfd, err := startChild(msg.Spawn, files)
 		closeFiles(files)
 		if err != nil {
 			send(control.Message{Kind: control.KindError, Reason: err.Error()})
@@ -276,8 +267,8 @@ func Main() {
 	}
 }
 
-// spawn starts the child sp describes and opens its pidfd.
-func spawn(sp *control.Spawn, files []*os.File) (*exec.Cmd, *os.File, error) {
+// startChild starts the child sp describes and opens its pidfd.
+func startChild(sp *control.Spawn, files []*os.File) (*exec.Cmd, *os.File, error) {
 	env := sp.Env
 	if env == nil {
 		env = []string{}

@@ -52,21 +52,8 @@ func ProfileResolver() seccomp.Resolver {
 	return seccomp.Resolver{Identity: "tools " + Version(Tools), Resolve: resolveInTools}
 }
 
-// resolveRequest and resolveError mirror the tools program's request and
-// its answer on failure.
-type resolveRequest struct {
-	Name  string         `json:"name"`
-	Files profiles.Files `json:"files"`
-}
-
-type resolveError struct {
-	Profile string `json:"profile"`
-	Line    int    `json:"line"`
-	Message string `json:"message"`
-}
-
 func resolveInTools(user profiles.Files, name string) (*profiles.Profile, seccomp.Filter, error) {
-	in, err := json.Marshal(resolveRequest{Name: name, Files: user})
+	in, err := json.Marshal(seccomp.ResolveRequest{Name: name, Files: user})
 	if err != nil {
 		return nil, seccomp.Filter{}, err
 	}
@@ -76,7 +63,7 @@ func resolveInTools(user profiles.Files, name string) (*profiles.Profile, seccom
 		return nil, seccomp.Filter{}, err
 	}
 	if code != 0 {
-		var re resolveError
+		var re seccomp.ResolveError
 		if json.Unmarshal(out.Bytes(), &re) != nil || re.Message == "" {
 			return nil, seccomp.Filter{}, fmt.Errorf("tools program: profile resolve: status %d: %s", code, bytes.TrimSpace(stderr.Bytes()))
 		}

@@ -1,6 +1,6 @@
-// Package spawn starts and reaps the child processes of a `jail run` (the
-// sandbox's init, its cgroup janitor) with syscall.ForkExec rather than
-// os/exec.
+// Package spawn starts, signals and reaps the child processes of a `jail
+// run` (the sandbox's init, its cgroup janitor) with syscall.ForkExec and
+// pidfds rather than os/exec.
 //
 // The first process a Go program starts through package os makes os check,
 // once, whether pidfds work: it opens one of itself, waits on it, signals
@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"os"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Start starts path with args and env. files are the child's descriptors
@@ -44,6 +46,20 @@ func Start(path string, args, env []string, files []*os.File, attr *syscall.SysP
 		return 0, fmt.Errorf("start %s: %w", path, err)
 	}
 	return pid, nil
+}
+
+// Signal sends sig to the process pidfd refers to, which can never be
+// another process that took its pid. A closed pidfd is os.ErrProcessDone.
+func Signal(pidfd *os.File, sig syscall.Signal) error {
+	raw, err := pidfd.SyscallConn()
+	if err != nil {
+		return os.ErrProcessDone
+	}
+	var sendErr error
+	if err := raw.Control(func(fd uintptr) { sendErr = unix.PidfdSendSignal(int(fd), sig, nil, 0) }); err != nil {
+		return os.ErrProcessDone
+	}
+	return sendErr
 }
 
 // Wait reaps the child pid and returns its resource usage, and an error

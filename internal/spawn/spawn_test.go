@@ -49,3 +49,24 @@ func TestStartAndWait(t *testing.T) {
 		t.Errorf("a missing program: %v", err)
 	}
 }
+
+// TestSignal: a signal sent through the pidfd ends the child, and a closed
+// pidfd is os.ErrProcessDone.
+func TestSignal(t *testing.T) {
+	pidfd := -1
+	pid, err := Start("/bin/sleep", []string{"sleep", "60"}, nil, []*os.File{nil, nil, nil}, &syscall.SysProcAttr{PidFD: &pidfd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(pidfd), "pidfd")
+	if err := Signal(f, syscall.SIGTERM); err != nil {
+		t.Errorf("Signal: %v", err)
+	}
+	if _, err := Wait(pid); err == nil || err.Error() != "signal: terminated" {
+		t.Errorf("Wait after SIGTERM: %v", err)
+	}
+	f.Close()
+	if err := Signal(f, syscall.SIGTERM); err != os.ErrProcessDone {
+		t.Errorf("Signal through a closed pidfd: %v; want os.ErrProcessDone", err)
+	}
+}

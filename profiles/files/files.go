@@ -215,13 +215,8 @@ type loaded struct {
 	extendsLine int
 }
 
-// Load reads one profile as written, without resolving its parents: the
+// load reads one profile as written, without resolving its parents: the
 // user's file of that name, else the built-in.
-func Load(user profiles.Files, name string) (*profiles.Profile, error) {
-	l, err := load(user, name)
-	return l.profile, err
-}
-
 func load(user profiles.Files, name string) (loaded, error) {
 	if !profiles.ValidName(name) {
 		return loaded{}, &profiles.Error{Profile: name, Err: profiles.ErrBadName}
@@ -364,8 +359,8 @@ func List(user profiles.Files) []profiles.Info {
 	var out []profiles.Info
 	add := func(name string) {
 		info := profiles.Info{Name: name}
-		if p, err := Load(user, name); err == nil {
-			info.Source, info.Description = p.Source, p.Description
+		if l, err := load(user, name); err == nil {
+			info.Source, info.Description = l.profile.Source, l.profile.Description
 		} else {
 			info.Source, info.Description = "invalid", err.Error()
 		}

@@ -13,20 +13,6 @@ import (
 	"github.com/jail-sandbox/jail/seccomp/compile"
 )
 
-// ResolveRequest asks for profile Name resolved from the user's Files.
-type ResolveRequest struct {
-	Name  string         `json:"name"`
-	Files profiles.Files `json:"files"`
-}
-
-// ResolveError is how a failure travels back: a profile error keeps its
-// profile and line.
-type ResolveError struct {
-	Profile string `json:"profile,omitempty"`
-	Line    int    `json:"line,omitempty"`
-	Message string `json:"message"`
-}
-
 func profileCommand(args []string) int {
 	switch {
 	case len(args) == 1 && args[0] == "resolve":
@@ -51,12 +37,12 @@ func profileCommand(args []string) int {
 	return fail("tools: profile: unknown request %q", args)
 }
 
-// resolveCommand reads a ResolveRequest and writes the profile resolved
-// with its filter, or a ResolveError with status 1.
+// resolveCommand reads a seccomp.ResolveRequest and writes the profile
+// resolved with its filter, or a seccomp.ResolveError with status 1.
 func resolveCommand(in io.Reader, out io.Writer) int {
-	var req ResolveRequest
+	var req seccomp.ResolveRequest
 	if err := json.NewDecoder(in).Decode(&req); err != nil {
-		return answer(out, ResolveError{Message: "read request: " + err.Error()}, 1)
+		return answer(out, seccomp.ResolveError{Message: "read request: " + err.Error()}, 1)
 	}
 	p, err := files.Resolve(req.Files, req.Name)
 	if err != nil {
@@ -69,10 +55,10 @@ func resolveCommand(in io.Reader, out io.Writer) int {
 	return answer(out, seccomp.Resolved{Profile: p, Filter: f}, 0)
 }
 
-func resolveError(err error) ResolveError {
+func resolveError(err error) seccomp.ResolveError {
 	var pe *profiles.Error
 	if errors.As(err, &pe) {
-		return ResolveError{Profile: pe.Profile, Line: pe.Line, Message: pe.Err.Error()}
+		return seccomp.ResolveError{Profile: pe.Profile, Line: pe.Line, Message: pe.Err.Error()}
 	}
-	return ResolveError{Message: err.Error()}
+	return seccomp.ResolveError{Message: err.Error()}
 }
