@@ -98,3 +98,43 @@ func TestRunStdin(t *testing.T) {
 		t.Errorf("%v %+v", err, res)
 	}
 }
+
+// TestRunLeavesNoDescriptors: a program that embeds jail keeps no
+// descriptor of a sandbox once Run has returned (its cgroup included, which
+// the janitor removes after the answer).
+func TestRunLeavesNoDescriptors(t *testing.T) {
+	run := func() {
+		if _, err := jail.Run(context.Background(), jail.Spec{Command: []string{"true"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run() // the runtime's own descriptors (its poller) are open from here on
+	before := openDescriptors(t)
+	for i := 0; i < 5; i++ {
+		run()
+	}
+	// The supervisor's last steps (reaping the init) finish in the
+	// background.
+	var now []string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if now = openDescriptors(t); len(now) <= len(before) {
+			return
+		}
+	}
+	t.Errorf("descriptors before the runs: %v; after: %v", before, now)
+}
+
+// openDescriptors lists this process's open descriptors, with what each is.
+func openDescriptors(t *testing.T) []string {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		target, _ := os.Readlink("/proc/self/fd/" + e.Name())
+		out = append(out, e.Name()+" "+target)
+	}
+	return out
+}

@@ -582,6 +582,10 @@ func (s *supervisor) destroyCgroup() {
 	destroyed := false
 	if s.cgroup != nil && !s.leftToJanitor {
 		destroyed = s.cgroup.Destroy() == nil
+	} else if s.cgroup != nil {
+		// Its counters are read: the janitor removes it once the init
+		// is gone, or a sweep does.
+		s.cgroup.Close()
 	}
 	if s.janitorStarted() {
 		s.janitorState.release(destroyed)

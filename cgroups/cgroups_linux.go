@@ -16,7 +16,9 @@
 // files, which the supervisor opens and the init writes). On v2 the init is
 // cloned into its cgroup. A sandbox's cgroup is removed
 // when the sandbox ends, and a janitor process (package janitor) removes it
-// even when the supervisor is SIGKILLed.
+// even when the supervisor is SIGKILLed. A Manager holds its directories
+// from their making until Destroy or Close, so that no janitor's sweep
+// takes them while they are empty and still in use.
 package cgroups
 
 import (
@@ -86,8 +88,12 @@ type Manager interface {
 	Usage() (Usage, error)
 	// Paths are the cgroup's directories, for the janitor.
 	Paths() []string
-	// Destroy kills whatever still runs in the cgroup and removes it.
+	// Destroy kills whatever still runs in the cgroup, removes it and
+	// closes it.
 	Destroy() error
+	// Close lets go of the cgroup without removing it (a janitor will):
+	// from then on a janitor may sweep it once it is empty.
+	Close()
 	// Placement says how another process forks an init into the cgroup,
 	// as Start does here (jail's forker), or moves itself in (an init
 	// started before the cgroup, on v1).
@@ -271,3 +277,24 @@ func readInt(path string) (int64, error) {
 
 // removeDirs kills what remains in each cgroup directory and removes it.
 func removeDirs(dirs []string) error { return janitor.Remove(dirs) }
+
+// hold holds each of dirs (janitor.Hold), so that no janitor sweeps them
+// while this process uses them.
+func hold(dirs []string) ([]*os.File, error) {
+	var held []*os.File
+	for _, d := range dirs {
+		f, err := janitor.Hold(d)
+		if err != nil {
+			release(held)
+			return nil, err
+		}
+		held = append(held, f)
+	}
+	return held, nil
+}
+
+func release(held []*os.File) {
+	for _, f := range held {
+		f.Close()
+	}
+}

@@ -21,6 +21,7 @@ type v1Manager struct {
 	// left is closed once the thread that Start moved into the cgroup is
 	// out of it again; nil before Start.
 	left chan struct{}
+	held []*os.File
 }
 
 // v1Hierarchy is the system's v1 hierarchies, limited to v1Controllers.
@@ -49,7 +50,12 @@ func newV1(name string, limits Limits) (Manager, error) {
 		_ = removeDirs(v1Paths(path))
 		return nil, fmt.Errorf("create cgroup %s: %w", path, err)
 	}
-	return &v1Manager{cg: cg, path: path}, nil
+	held, err := hold(v1Paths(path))
+	if err != nil {
+		_ = removeDirs(v1Paths(path))
+		return nil, err
+	}
+	return &v1Manager{cg: cg, path: path, held: held}, nil
 }
 
 // Start: on v1, start runs on an OS thread of its own that moves itself into
@@ -158,5 +164,11 @@ func (m *v1Manager) Usage() (Usage, error) {
 func (m *v1Manager) Paths() []string { return v1Paths(m.path) }
 
 func (m *v1Manager) Destroy() error {
+	defer m.Close()
 	return removeDirs(m.Paths())
+}
+
+func (m *v1Manager) Close() {
+	release(m.held)
+	m.held = nil
 }

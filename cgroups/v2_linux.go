@@ -16,9 +16,11 @@ import (
 var v2Controllers = []string{"memory", "cpu", "pids"}
 
 type v2Manager struct {
-	mgr  *cgroup2.Manager
-	dir  string
-	fd   int
+	mgr *cgroup2.Manager
+	dir string
+	// held is the directory, open and held (janitor.Hold); the init is
+	// cloned into it. Nil once closed.
+	held *os.File
 	peak bool // the kernel keeps memory.peak (Linux 5.19+)
 }
 
@@ -59,13 +61,13 @@ func newV2(l Layout, name string, limits Limits) (Manager, error) {
 		_ = removeDirs([]string{dir})
 		return nil, fmt.Errorf("create cgroup %s: %w", group, err)
 	}
-	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	held, err := hold([]string{dir})
 	if err != nil {
 		_ = removeDirs([]string{dir})
-		return nil, fmt.Errorf("open cgroup %s: %w", group, err)
+		return nil, err
 	}
 	_, peakErr := os.Stat(filepath.Join(dir, "memory.peak"))
-	return &v2Manager{mgr: mgr, dir: dir, fd: fd, peak: peakErr == nil}, nil
+	return &v2Manager{mgr: mgr, dir: dir, held: held[0], peak: peakErr == nil}, nil
 }
 
 // enableControllers makes sure dir passes jail's controllers down.
@@ -97,7 +99,7 @@ func enableControllers(dir string) error {
 // Start: on v2 the init is cloned straight into the cgroup
 // (CLONE_INTO_CGROUP), from whichever thread calls start.
 func (m *v2Manager) Start(attr *syscall.SysProcAttr, start func() error, _ <-chan struct{}) error {
-	attr.UseCgroupFD, attr.CgroupFD = true, m.fd
+	attr.UseCgroupFD, attr.CgroupFD = true, int(m.held.Fd())
 	return start()
 }
 
@@ -130,7 +132,7 @@ func (m *v2Manager) Paths() []string { return []string{m.dir} }
 func (m *v2Manager) Settle() {}
 
 func (m *v2Manager) Placement() (Placement, error) {
-	fd, err := unix.FcntlInt(uintptr(m.fd), unix.F_DUPFD_CLOEXEC, 0)
+	fd, err := unix.FcntlInt(m.held.Fd(), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return Placement{}, fmt.Errorf("cgroup %s: %w", m.dir, err)
 	}
@@ -138,8 +140,15 @@ func (m *v2Manager) Placement() (Placement, error) {
 }
 
 func (m *v2Manager) Destroy() error {
-	_ = unix.Close(m.fd)
+	defer m.Close()
 	// cgroup.kill (5.14+) takes every process at once, even ones forking.
 	_ = os.WriteFile(filepath.Join(m.dir, "cgroup.kill"), []byte("1"), 0)
 	return removeDirs([]string{m.dir})
+}
+
+func (m *v2Manager) Close() {
+	if m.held != nil {
+		m.held.Close()
+		m.held = nil
+	}
 }

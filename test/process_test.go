@@ -3,8 +3,10 @@ package test
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -212,6 +214,53 @@ func TestSIGKILLedJailLeavesNothing(t *testing.T) {
 		// checkNoLeaks (registered by forEachMode) polls until the init,
 		// the shell and both sleeps are gone.
 	})
+}
+
+// TestOrphanCgroupIsSwept: a sandbox cgroup left by a supervisor killed
+// before it started its janitor (made here as an empty, old directory) is
+// removed by the janitor of a later run.
+func TestOrphanCgroupIsSwept(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: sandbox cgroups of ordinary users are theirs")
+	}
+	checkNoLeaks(t)
+	mustRun(t, asRoot, "run", "--", "true") // jail's parents exist from here on
+	parents, _ := filepath.Glob("/sys/fs/cgroup/*/jail")
+	if _, err := os.Stat("/sys/fs/cgroup/jail"); err == nil {
+		parents = append(parents, "/sys/fs/cgroup/jail")
+	}
+	if len(parents) == 0 {
+		t.Skip("jail made no cgroups on this host")
+	}
+	old := time.Now().Add(-2 * time.Minute)
+	var orphans []string
+	for _, p := range parents {
+		dir := filepath.Join(p, fmt.Sprintf("1-orphan%d", os.Getpid()))
+		if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove(dir) })
+		if err := os.Chtimes(dir, old, old); err != nil {
+			t.Fatal(err)
+		}
+		orphans = append(orphans, dir)
+	}
+	mustRun(t, asRoot, "run", "--", "true")
+	// The janitor sweeps after jail has answered.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var left []string
+		for _, d := range orphans {
+			if _, err := os.Stat(d); err == nil {
+				left = append(left, d)
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("orphan cgroups still there: %v", left)
+		}
+	}
 }
 
 func TestManyRunsLeaveTheHostAsItWas(t *testing.T) {

@@ -11,6 +11,12 @@
 // package's Main, with the same arguments and rules; Main is the janitor of
 // builds without it and the watching one. Invariant: it removes only
 // directories that are children of one named Parent inside the cgroup mount.
+//
+// Every janitor, once its own work is done, also sweeps: it removes the
+// sandbox cgroups beside its own that no supervisor holds (Hold) and that
+// are older than SweepAge. Such a cgroup is left by a supervisor killed
+// between making it and starting its janitor. Sweeping only removes empty
+// directories (rmdir); it never kills.
 package janitor
 
 import (
@@ -73,9 +79,9 @@ func launch(path string, args []string) (*os.File, int, error) {
 // Main is the janitor process: it waits for stdin to close, then removes
 // the directories named in args, refusing any that is not a sandbox cgroup.
 func Main(args []string) {
-	var dirs []string
+	var dirs, seen []string
 	if len(args) == 1 && args[0] == watchArg {
-		dirs = watch(os.Stdin)
+		dirs, seen = watch(os.Stdin)
 	} else {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		for _, d := range args {
@@ -83,12 +89,78 @@ func Main(args []string) {
 				dirs = append(dirs, d)
 			}
 		}
+		seen = dirs
 	}
-	if err := Remove(dirs); err != nil {
+	err := Remove(dirs)
+	Sweep(parents(seen), time.Now())
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "jail: cgroup janitor:", err)
 		os.Exit(1)
 	}
 	os.Exit(0)
+}
+
+// SweepAge is how old an unheld sandbox cgroup must be before a janitor
+// sweeps it: far longer than a supervisor takes from making a cgroup to
+// holding it (Hold), which is under a millisecond.
+const SweepAge = time.Minute
+
+// Hold opens dir and takes a shared lock on it, which tells sweeping
+// janitors that a supervisor still uses the cgroup, however long it has
+// been empty (its counters are read after its last process is gone). The
+// kernel drops the lock when the file is closed or its holder dies. The
+// descriptor is opened read-only, so a v2 init can be cloned into it.
+func Hold(dir string) (*os.File, error) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open cgroup %s: %w", dir, err)
+	}
+	if err := unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("lock cgroup %s: %w", dir, err)
+	}
+	return os.NewFile(uintptr(fd), dir), nil
+}
+
+// Sweep removes, in each of parents (directories named Parent), the
+// sandbox cgroups that nobody holds and that were made more than SweepAge
+// before now. A directory's time on cgroupfs is never earlier than its
+// making, so the age is never overstated. It removes only what is empty,
+// and reports nothing: it is a janitor's spare work.
+func Sweep(parents []string, now time.Time) {
+	for _, parent := range parents {
+		entries, err := os.ReadDir(parent)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			dir := filepath.Join(parent, e.Name())
+			if !e.IsDir() || !ours(dir) {
+				continue
+			}
+			var st unix.Stat_t
+			if unix.Lstat(dir, &st) != nil || now.Sub(time.Unix(st.Mtim.Unix())) < SweepAge {
+				continue
+			}
+			fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				continue
+			}
+			if unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) == nil {
+				_ = unix.Rmdir(dir)
+			}
+			unix.Close(fd)
+		}
+	}
+}
+
+// parents returns the distinct parents of dirs, sorted.
+func parents(dirs []string) []string {
+	set := map[string]bool{}
+	for _, d := range dirs {
+		set[filepath.Dir(d)] = true
+	}
+	return sorted(set)
 }
 
 // ours reports whether dir is a sandbox cgroup: a child of a directory
@@ -206,10 +278,12 @@ func (w *Watch) Close() error {
 	return err
 }
 
-// watch is the watching janitor's loop: it returns the directories it was
-// told about and not told are gone, once its input ends.
-func watch(in io.Reader) []string {
+// watch is the watching janitor's loop: once its input ends, it returns the
+// directories it was told about and not told are gone, and every one it was
+// told about.
+func watch(in io.Reader) (left, seen []string) {
 	known := map[string]bool{}
+	all := map[string]bool{}
 	lines := bufio.NewScanner(in)
 	for lines.Scan() {
 		line := lines.Text()
@@ -221,15 +295,20 @@ func watch(in io.Reader) []string {
 		case '+':
 			if ours(dir) {
 				known[dir] = true
+				all[dir] = true
 			}
 		case '-':
 			delete(known, dir)
 		}
 	}
-	dirs := make([]string, 0, len(known))
-	for d := range known {
-		dirs = append(dirs, d)
+	return sorted(known), sorted(all)
+}
+
+func sorted(set map[string]bool) []string {
+	out := make([]string, 0, len(set))
+	for d := range set {
+		out = append(out, d)
 	}
-	sort.Strings(dirs)
-	return dirs
+	sort.Strings(out)
+	return out
 }

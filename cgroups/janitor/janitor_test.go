@@ -1,11 +1,15 @@
 package janitor
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // The test binary is the janitor program of the tests that start one.
@@ -31,26 +35,21 @@ func TestWatchKeepsWhatIsNotForgotten(t *testing.T) {
 		"x",
 		"",
 	}, "\n")
-	got := watch(strings.NewReader(in))
+	left, seen := watch(strings.NewReader(in))
 	want := []string{"/sys/fs/cgroup/cpu/jail/1-a", "/sys/fs/cgroup/memory/jail/1-a"}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("left to remove %v, want %v", got, want)
+	if !reflect.DeepEqual(left, want) {
+		t.Errorf("left to remove %v, want %v", left, want)
+	}
+	want = []string{"/sys/fs/cgroup/cpu/jail/1-a", "/sys/fs/cgroup/jail/2-b", "/sys/fs/cgroup/memory/jail/1-a"}
+	if !reflect.DeepEqual(seen, want) {
+		t.Errorf("told about %v, want %v", seen, want)
 	}
 }
 
 // TestWatchRemovesOnClose: a real cgroup the janitor was told about is gone
 // once its supervisor lets it go, and one it was told is gone is not touched.
 func TestWatchRemovesOnClose(t *testing.T) {
-	parent := "/sys/fs/cgroup/memory/" + Parent
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to make cgroups")
-	}
-	if _, err := os.Stat("/sys/fs/cgroup/memory"); err != nil {
-		t.Skip("no cgroup v1 memory hierarchy")
-	}
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	parent := v1ParentOrSkip(t, "memory")
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -82,4 +81,81 @@ func TestWatchRemovesOnClose(t *testing.T) {
 	if _, err := os.Stat(kept); err != nil {
 		t.Errorf("%s was removed: %v", kept, err)
 	}
+}
+
+// TestSweep: a sweep removes a sandbox cgroup beside its own that is empty,
+// older than SweepAge and held by no supervisor, and nothing else: not one
+// a supervisor holds, not a young one (a supervisor may be between making
+// and holding it), not one with a process in it (which it leaves running),
+// not one whose name is not a sandbox's.
+func TestSweep(t *testing.T) {
+	parent := v1ParentOrSkip(t, "pids")
+	old := time.Now().Add(-2 * SweepAge)
+	name := fmt.Sprintf("sweep-test-%d", os.Getpid())
+	dirs := map[string]string{}
+	for _, c := range []string{"orphan", "held", "young", "busy", "dotted"} {
+		dir := filepath.Join(parent, name+"-"+c)
+		if c == "dotted" {
+			dir = filepath.Join(parent, name+".dotted")
+		}
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.Remove(dir) })
+		if c != "young" {
+			if err := os.Chtimes(dir, old, old); err != nil {
+				t.Fatal(err)
+			}
+		}
+		dirs[c] = dir
+	}
+	held, err := Hold(dirs["held"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	sleeper := exec.Command("sleep", "60")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() }()
+	if err := os.WriteFile(filepath.Join(dirs["busy"], "cgroup.procs"), []byte(fmt.Sprint(sleeper.Process.Pid)), 0); err != nil {
+		t.Fatal(err)
+	}
+
+	Sweep([]string{parent}, time.Now())
+
+	for c, dir := range dirs {
+		_, err := os.Stat(dir)
+		if gone := os.IsNotExist(err); gone != (c == "orphan") {
+			t.Errorf("%s: gone %v (%v)", c, gone, err)
+		}
+	}
+	if err := syscall.Kill(sleeper.Process.Pid, 0); err != nil {
+		t.Errorf("the process in a busy cgroup: %v", err)
+	}
+	// A supervisor that lets go leaves the cgroup to the next sweep.
+	held.Close()
+	Sweep([]string{parent}, time.Now())
+	if _, err := os.Stat(dirs["held"]); !os.IsNotExist(err) {
+		t.Errorf("a cgroup let go of is still there: %v", err)
+	}
+}
+
+// v1ParentOrSkip makes jail's parent in the v1 hierarchy of controller, as
+// root, or skips the test.
+func v1ParentOrSkip(t *testing.T, controller string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make cgroups")
+	}
+	root := filepath.Join(mountpoint, controller)
+	if _, err := os.Stat(filepath.Join(root, "cgroup.procs")); err != nil {
+		t.Skipf("no cgroup v1 %s hierarchy", controller)
+	}
+	parent := filepath.Join(root, Parent)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return parent
 }

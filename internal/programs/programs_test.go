@@ -144,8 +144,10 @@ func nameOf(pid int, want string) string {
 // TestJanitorProgram: the janitor program waits for its supervisor to let it
 // go, then kills what is left in each sandbox cgroup it was given and
 // removes it, and never touches a directory that is not a sandbox cgroup
-// (the same rules as cgroups/janitor's), whatever its arguments say. It
-// names itself as the stage program's janitor does.
+// (the same rules as cgroups/janitor's), whatever its arguments say. Then
+// it sweeps, as the Go janitor does: an old sandbox cgroup beside its own
+// that nobody holds is removed, a held one is kept. It names itself as the
+// stage program's janitor does.
 func TestJanitorProgram(t *testing.T) {
 	if Version(Janitor) == "" {
 		t.Skip("no embedded programs (go generate ./internal/programs)")
@@ -165,16 +167,29 @@ func TestJanitorProgram(t *testing.T) {
 	empty := filepath.Join(parent, name+"-empty")   // nothing in it
 	nested := filepath.Join(parent, name+"-x", "y") // its parent is not jail's
 	dotted := filepath.Join(parent, name+".z")      // not a sandbox's name
-	for _, d := range []string{sandbox, empty, nested, dotted} {
+	orphan := filepath.Join(parent, name+"-orphan") // old, held by nobody
+	held := filepath.Join(parent, name+"-held")     // old, held
+	for _, d := range []string{sandbox, empty, nested, dotted, orphan, held} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
 	t.Cleanup(func() {
-		for _, d := range []string{sandbox, empty, nested, filepath.Dir(nested), dotted} {
+		for _, d := range []string{sandbox, empty, nested, filepath.Dir(nested), dotted, orphan, held} {
 			_ = os.Remove(d)
 		}
 	})
+	old := time.Now().Add(-2 * janitor.SweepAge)
+	for _, d := range []string{dotted, orphan, held} {
+		if err := os.Chtimes(d, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold, err := janitor.Hold(held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Close()
 	sleeper := exec.Command("sleep", "60")
 	if err := sleeper.Start(); err != nil {
 		t.Fatal(err)
@@ -197,12 +212,12 @@ func TestJanitorProgram(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("janitor: %v; stderr %q", err, stderr.String())
 	}
-	for _, gone := range []string{sandbox, empty} {
+	for _, gone := range []string{sandbox, empty, orphan} {
 		if _, err := os.Stat(gone); !os.IsNotExist(err) {
 			t.Errorf("%s is still there: %v", gone, err)
 		}
 	}
-	for _, kept := range []string{nested, dotted} {
+	for _, kept := range []string{nested, dotted, held} {
 		if _, err := os.Stat(kept); err != nil {
 			t.Errorf("%s was removed: %v", kept, err)
 		}

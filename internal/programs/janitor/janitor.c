@@ -10,6 +10,12 @@
  * (a child of a directory named "jail" inside /sys/fs/cgroup, given as a
  * clean path), kills whatever is still listed in it and removes it.
  *
+ * Then it sweeps: in each parent of the DIRs it was given, it removes the
+ * sandbox cgroups that no supervisor holds (a shared flock on the
+ * directory) and that are older than a minute, as the Go janitor's Sweep
+ * does. They are left by a supervisor killed between making its cgroup and
+ * starting its janitor. Sweeping only removes empty directories.
+ *
  * It is C, not Go, because one starts beside every sandbox: a Go program's
  * runtime start and exit cost two milliseconds of CPU, at the moment the
  * sandbox's own init starts. It does what the Go janitor's one-sandbox mode
@@ -17,13 +23,16 @@
  * the same rules for which directories it may touch.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -102,6 +111,38 @@ static int remove_dir(const char *dir)
 	}
 }
 
+/* sweep_age is cgroups/janitor.SweepAge, in seconds. */
+static const time_t sweep_age = 60;
+
+/* sweep removes the children of parent that are sandbox cgroups, older than
+ * sweep_age and held by no supervisor. A cgroupfs directory's time is never
+ * earlier than its making. */
+static void sweep(const char *parent)
+{
+	DIR *d = opendir(parent);
+	if (d == NULL)
+		return;
+	struct timespec wall;
+	clock_gettime(CLOCK_REALTIME, &wall);
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		char dir[4096];
+		if (e->d_type != DT_DIR ||
+		    snprintf(dir, sizeof(dir), "%s/%s", parent, e->d_name) >= (int)sizeof(dir) || !ours(dir))
+			continue;
+		struct stat st;
+		if (lstat(dir, &st) != 0 || wall.tv_sec - st.st_mtim.tv_sec < sweep_age)
+			continue;
+		int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+			rmdir(dir);
+		close(fd);
+	}
+	closedir(d);
+}
+
 int main(int argc, char **argv)
 {
 	prctl(PR_SET_NAME, "jail-janitor", 0, 0, 0);
@@ -119,6 +160,25 @@ int main(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		if (ours(argv[i]) && remove_dir(argv[i]) != 0)
 			failed = 1;
+	}
+	/* Each distinct parent once; sandbox cgroup paths are short, a
+	 * handful of hierarchies at most. */
+	for (int i = 1; i < argc; i++) {
+		if (!ours(argv[i]))
+			continue;
+		size_t len = (size_t)(strrchr(argv[i], '/') - argv[i]);
+		int dup = 0;
+		for (int j = 1; j < i && !dup; j++)
+			dup = ours(argv[j]) && (size_t)(strrchr(argv[j], '/') - argv[j]) == len &&
+			      strncmp(argv[i], argv[j], len) == 0;
+		if (dup)
+			continue;
+		char parent[4096];
+		if (len < sizeof(parent)) {
+			memcpy(parent, argv[i], len);
+			parent[len] = '\0';
+			sweep(parent);
+		}
 	}
 	return failed;
 }
