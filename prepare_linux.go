@@ -21,8 +21,9 @@ import (
 	"github.com/jail-sandbox/jail/seccomp"
 )
 
-// Defaults of the RUN OPTIONS and of the writable space (the latter become
-// profile settings with issue 4).
+// Defaults of the RUN OPTIONS, where neither the caller nor the profile set
+// them, and the most /run and /dev/shm hold (less when the profile's
+// scratch size is smaller).
 const (
 	defaultMemory      = 512 << 20
 	defaultCPUs        = 1
