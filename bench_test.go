@@ -9,10 +9,11 @@ import (
 // BenchmarkRun starts and ends a sandbox running /bin/true on the default
 // root, as `jail run -- /bin/true` does, and reports each step's share in
 // milliseconds: prepare (validation, profile, filter), cgroup (create),
-// start (clone into the namespaces and exec of the stage program), setup
-// (the init: root filesystem, loopback, privileges, filter, fork of the
-// command), command (until the init reports its exit) and teardown (until
-// Run returns). A step's share runs from the end of the step that ended
+// start (clone into the namespaces and exec of the stage program), runtime
+// (the init's Go runtime and package initialisation, until its own code
+// runs), root (the init builds the root filesystem), setup (the rest of the
+// init's work: loopback, privileges, filter, fork of the command), command
+// (until the init reports its exit) and teardown (until Run returns). A step's share runs from the end of the step that ended
 // before it: on v1 the init starts first and the cgroup is made while it
 // starts up. A regression shows in the step that grew.
 func BenchmarkRun(b *testing.B) {
@@ -25,7 +26,7 @@ func BenchmarkRunReadOnly(b *testing.B) {
 }
 
 func benchRun(b *testing.B, spec Spec) {
-	steps := []string{"prepare", "cgroup", "start", "setup", "command", "teardown"}
+	steps := []string{"prepare", "cgroup", "start", "runtime", "root", "setup", "command", "teardown"}
 	sums := make([]time.Duration, len(steps))
 	for i := 0; i < b.N; i++ {
 		res, t, err := runTimed(context.Background(), spec)
@@ -33,7 +34,7 @@ func benchRun(b *testing.B, spec Spec) {
 			b.Fatalf("run: %v (exit %d)", err, res.ExitCode)
 		}
 		// The end of each step, in the order of steps.
-		ends := []time.Time{t.prepared, t.cgroup, t.initStarted, t.commandStarted, t.exitReported, t.done}
+		ends := []time.Time{t.prepared, t.cgroup, t.initStarted, t.initRunning, t.rootBuilt, t.commandStarted, t.exitReported, t.done}
 		for s, end := range ends {
 			if end.IsZero() {
 				continue

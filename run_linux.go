@@ -38,7 +38,22 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 // timings are when a one-shot run reached each step, for the benchmarks
 // that find which step a regression is in.
 type timings struct {
-	start, prepared, cgroup, initStarted, commandStarted, exitReported, done time.Time
+	start, prepared, cgroup, initStarted time.Time
+	// initRunning and rootBuilt are reported by the init: its own code
+	// began, its root filesystem was built.
+	initRunning, rootBuilt             time.Time
+	commandStarted, exitReported, done time.Time
+}
+
+// fromMonotonic turns a CLOCK_MONOTONIC reading, in nanoseconds, into a
+// time.Time on this process's clock; zero stays zero.
+func fromMonotonic(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	var now unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &now)
+	return time.Now().Add(time.Duration(ns - now.Nano()))
 }
 
 func runTimed(ctx context.Context, spec Spec) (Result, *timings, error) {
@@ -919,6 +934,7 @@ func (s *supervisor) listen() report {
 		case control.KindExecError:
 			rep.execErr = &ExecError{Code: msg.Code, Reason: msg.Reason}
 		case control.KindReady:
+			s.times.initRunning, s.times.rootBuilt = fromMonotonic(msg.Running), fromMonotonic(msg.Built)
 			close(s.ready)
 		case control.KindStarted:
 			<-s.handout // s.spec is the caller's from here on

@@ -69,6 +69,12 @@ type Message struct {
 	Code   int
 	Signal int
 	Pid    int
+	// Running and Built, in a KindReady, are when the init's own code
+	// began (its runtime and package initialisation done) and when its
+	// root filesystem was built: CLOCK_MONOTONIC in nanoseconds, which a
+	// pid or user namespace does not change. The benchmarks split a start
+	// by them.
+	Running, Built int64
 	// Spawn, in a KindSpawn, is the process the forker is to start.
 	Spawn *Spawn
 }

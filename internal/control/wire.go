@@ -165,6 +165,8 @@ func encode(m Message) []byte {
 	w.int(int64(m.Code))
 	w.int(int64(m.Signal))
 	w.int(int64(m.Pid))
+	w.int(m.Running)
+	w.int(m.Built)
 	w.bool(m.Config != nil)
 	if c := m.Config; c != nil {
 		encodeConfig(w, c)
@@ -305,6 +307,8 @@ func decode(body []byte) (Message, error) {
 	m.Code = int(r.intIn(math.MinInt32, math.MaxInt32))
 	m.Signal = int(r.intIn(0, 128))
 	m.Pid = int(r.intIn(0, math.MaxInt32))
+	m.Running = r.int()
+	m.Built = r.int()
 	if r.bool() {
 		m.Config = decodeConfig(r)
 	}

@@ -87,6 +87,14 @@ func leaveSignalsToKernel() error {
 	return nil
 }
 
+// monotonic reads CLOCK_MONOTONIC, in nanoseconds: the clock of the times
+// the init reports (see control.Message), as the supervisor reads it too.
+func monotonic() int64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
+}
+
 // setupError is a failure before the command runs.
 type setupError struct {
 	step string
@@ -104,6 +112,7 @@ type execError struct {
 func (e *execError) Error() string { return e.reason }
 
 func run() int {
+	running := monotonic()
 	// Whatever the supervisor's own parent leaked to it, nothing but stdio
 	// may reach the command.
 	if err := unix.CloseRange(controlFD, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
@@ -148,7 +157,7 @@ func run() int {
 	}
 	closeFiles(files)
 
-	cmd, err := setup(cfg, conn)
+	cmd, err := setup(cfg, conn, running)
 	if err != nil {
 		var se *setupError
 		var ee *execError
@@ -237,7 +246,7 @@ func closeFiles(files []*os.File) {
 }
 
 // setup builds the sandbox and starts the command; it returns its pid.
-func setup(cfg *config.Init, conn *control.Conn) (int, error) {
+func setup(cfg *config.Init, conn *control.Conn, running int64) (int, error) {
 	if err := rootfs.Build(cfg); err != nil {
 		var se *rootfs.StepError
 		if errors.As(err, &se) {
@@ -245,6 +254,7 @@ func setup(cfg *config.Init, conn *control.Conn) (int, error) {
 		}
 		return 0, &setupError{step: "root filesystem", err: err}
 	}
+	built := monotonic()
 	if err := unix.Sethostname([]byte(cfg.Hostname)); err != nil {
 		return 0, &setupError{step: "set host name", err: err}
 	}
@@ -276,7 +286,7 @@ func setup(cfg *config.Init, conn *control.Conn) (int, error) {
 	if err := lockDown(); err != nil {
 		return 0, err
 	}
-	if err := conn.Send(control.Message{Kind: control.KindReady}); err != nil {
+	if err := conn.Send(control.Message{Kind: control.KindReady, Running: running, Built: built}); err != nil {
 		return 0, &setupError{step: "report ready", err: err}
 	}
 	msg, files, err := conn.Recv()
