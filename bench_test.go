@@ -13,9 +13,10 @@ import (
 // (the init's Go runtime and package initialisation, until its own code
 // runs), root (the init builds the root filesystem), setup (the rest of the
 // init's work: loopback, privileges, filter, fork of the command), command
-// (until the init reports its exit) and teardown (until Run returns). A step's share runs from the end of the step that ended
-// before it: on v1 the init starts first and the cgroup is made while it
-// starts up. A regression shows in the step that grew.
+// (until the init reports its exit) and teardown (until Run returns). A
+// step's share runs from the end of the step that ended before it: on v1
+// the init starts first and the cgroup is made while it starts up. A
+// regression shows in the step that grew.
 func BenchmarkRun(b *testing.B) {
 	benchRun(b, Spec{Command: []string{"/bin/true"}})
 }
