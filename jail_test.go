@@ -113,15 +113,21 @@ func TestRunLeavesNoDescriptors(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		run()
 	}
-	// The supervisor's last steps (reaping the init) finish in the
-	// background.
+	waitForDescriptors(t, before)
+}
+
+// waitForDescriptors fails the test unless, within a few seconds, this
+// process has no more descriptors open than before: a supervisor's last
+// steps (reaping the init) finish in the background.
+func waitForDescriptors(t *testing.T, before []string) {
+	t.Helper()
 	var now []string
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if now = openDescriptors(t); len(now) <= len(before) {
 			return
 		}
 	}
-	t.Errorf("descriptors before the runs: %v; after: %v", before, now)
+	t.Errorf("descriptors before: %v; after: %v", before, now)
 }
 
 // openDescriptors lists this process's open descriptors, with what each is.

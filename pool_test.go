@@ -115,6 +115,26 @@ func TestPoolCloseLeavesNothing(t *testing.T) {
 	}
 }
 
+// TestPoolLeavesNoDescriptors: a closed Pool keeps no descriptor of its
+// sandboxes, its forker or its janitor in the program that embeds it.
+func TestPoolLeavesNoDescriptors(t *testing.T) {
+	use := func() {
+		pool := readyPool(t, 2)
+		for i := 0; i < 5; i++ {
+			if _, err := pool.Run(context.Background(), jail.Spec{Command: []string{"true"}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := pool.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	use() // the runtime's own descriptors are open from here on
+	before := openDescriptors(t)
+	use()
+	waitForDescriptors(t, before)
+}
+
 // jailCgroups lists the sandbox cgroups of this process under jail's
 // parent in the v1 memory hierarchy or in cgroup v2.
 func jailCgroups(t *testing.T) []string {
