@@ -47,7 +47,8 @@ func TestWatchKeepsWhatIsNotForgotten(t *testing.T) {
 }
 
 // TestWatchRemovesOnClose: a real cgroup the janitor was told about is gone
-// once its supervisor lets it go, and one it was told is gone is not touched.
+// once its supervisor lets it go, and one it was told is gone is not touched
+// (it is held, as its supervisor would); an old orphan beside them is swept.
 func TestWatchRemovesOnClose(t *testing.T) {
 	parent := v1ParentOrSkip(t, "memory")
 	self, err := os.Executable()
@@ -60,7 +61,9 @@ func TestWatchRemovesOnClose(t *testing.T) {
 	}
 	watched := filepath.Join(parent, "janitor-test-watched")
 	kept := filepath.Join(parent, "janitor-test-kept")
+	orphan := filepath.Join(parent, "janitor-test-orphan")
 	defer os.Remove(kept)
+	defer os.Remove(orphan)
 	for _, d := range []string{watched, kept} {
 		if err := w.Add([]string{d}); err != nil {
 			t.Fatal(err)
@@ -72,11 +75,27 @@ func TestWatchRemovesOnClose(t *testing.T) {
 	if err := w.Forget([]string{kept}); err != nil {
 		t.Fatal(err)
 	}
+	old := time.Now().Add(-2 * SweepAge)
+	if err := os.Mkdir(orphan, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{kept, orphan} {
+		if err := os.Chtimes(d, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold, err := Hold(kept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Close()
 	if err := w.Close(); err != nil {
 		t.Fatalf("janitor: %v", err)
 	}
-	if _, err := os.Stat(watched); !os.IsNotExist(err) {
-		t.Errorf("%s is still there: %v", watched, err)
+	for _, gone := range []string{watched, orphan} {
+		if _, err := os.Stat(gone); !os.IsNotExist(err) {
+			t.Errorf("%s is still there: %v", gone, err)
+		}
 	}
 	if _, err := os.Stat(kept); err != nil {
 		t.Errorf("%s was removed: %v", kept, err)
