@@ -12,11 +12,11 @@
 // builds without it and the watching one. Invariant: it removes only
 // directories that are children of one named Parent inside the cgroup mount.
 //
-// Every janitor, once its own work is done, also sweeps: it removes the
-// sandbox cgroups beside its own that no supervisor holds (Hold) and that
-// are older than SweepAge. Such a cgroup is left by a supervisor killed
-// between making it and starting its janitor. Sweeping only removes empty
-// directories (rmdir); it never kills.
+// Every janitor, once its own work is done, also sweeps, at most once per
+// SweepAge in each parent: it removes the sandbox cgroups beside its own
+// that no supervisor holds (Hold) and that are older than SweepAge. Such a
+// cgroup is left by a supervisor killed between making it and starting its
+// janitor. Sweeping only removes empty directories (rmdir); it never kills.
 package janitor
 
 import (
@@ -92,7 +92,13 @@ func Main(args []string) {
 		seen = dirs
 	}
 	err := Remove(dirs)
-	Sweep(parents(seen), time.Now())
+	var due []string
+	for _, p := range parents(seen) {
+		if sweepDue(p, time.Now()) {
+			due = append(due, p)
+		}
+	}
+	Sweep(due, time.Now())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "jail: cgroup janitor:", err)
 		os.Exit(1)
@@ -120,6 +126,21 @@ func Hold(dir string) (*os.File, error) {
 		return nil, fmt.Errorf("lock cgroup %s: %w", dir, err)
 	}
 	return os.NewFile(uintptr(fd), dir), nil
+}
+
+// sweepDue reports whether parent was last swept SweepAge or more before
+// now, and if so marks it swept. The mark is the directory's access time,
+// which cgroupfs never moves by itself. A sweep costs a few microseconds per
+// sandbox beside it, so that many janitors ending at once do not each pay
+// for the others' cgroups; two that find the parent due at once both sweep,
+// which is harmless.
+func sweepDue(parent string, now time.Time) bool {
+	var st unix.Stat_t
+	if unix.Lstat(parent, &st) != nil || now.Sub(time.Unix(st.Atim.Unix())) < SweepAge {
+		return false
+	}
+	stamp := []unix.Timespec{{Nsec: unix.UTIME_NOW}, {Nsec: unix.UTIME_OMIT}}
+	return unix.UtimesNanoAt(unix.AT_FDCWD, parent, stamp, unix.AT_SYMLINK_NOFOLLOW) == nil
 }
 
 // Sweep removes, in each of parents (directories named Parent), the

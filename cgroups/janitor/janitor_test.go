@@ -89,6 +89,7 @@ func TestWatchRemovesOnClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer hold.Close()
+	markUnswept(t, parent)
 	if err := w.Close(); err != nil {
 		t.Fatalf("janitor: %v", err)
 	}
@@ -158,6 +159,48 @@ func TestSweep(t *testing.T) {
 	Sweep([]string{parent}, time.Now())
 	if _, err := os.Stat(dirs["held"]); !os.IsNotExist(err) {
 		t.Errorf("a cgroup let go of is still there: %v", err)
+	}
+}
+
+// TestSweepIsDueOncePerAge: a janitor sweeps a parent only if none did in
+// the last SweepAge, and marks it when it does, whatever reads it between.
+func TestSweepIsDueOncePerAge(t *testing.T) {
+	// A cgroup directory of this test's own, held so that no sweep takes
+	// it, rather than jail's parent, which the janitors of other tests
+	// mark meanwhile.
+	dir := filepath.Join(v1ParentOrSkip(t, "pids"), fmt.Sprintf("due-test-%d", os.Getpid()))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(dir)
+	held, err := Hold(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	markUnswept(t, dir)
+	if !sweepDue(dir, time.Now()) {
+		t.Fatal("a parent not swept for two minutes is not due")
+	}
+	if _, err := os.ReadDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if sweepDue(dir, time.Now()) {
+		t.Error("a parent just swept is due again")
+	}
+	if !sweepDue(dir, time.Now().Add(SweepAge)) {
+		t.Error("a parent swept SweepAge ago is not due")
+	}
+}
+
+// markUnswept makes parent look as if no janitor swept it for two
+// SweepAges. Call it after making what a sweep should find: a janitor of
+// another test that sweeps meanwhile then finds it too.
+func markUnswept(t *testing.T, parent string) {
+	t.Helper()
+	old := time.Now().Add(-2 * SweepAge)
+	if err := os.Chtimes(parent, old, old); err != nil {
+		t.Fatal(err)
 	}
 }
 

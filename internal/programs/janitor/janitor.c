@@ -10,10 +10,10 @@
  * (a child of a directory named "jail" inside /sys/fs/cgroup, given as a
  * clean path), kills whatever is still listed in it and removes it.
  *
- * Then it sweeps: in each parent of the DIRs it was given, it removes the
+ * Then it sweeps, as the Go janitor does (Sweep), in each parent of the
+ * DIRs it was given that was not swept in the last minute: it removes the
  * sandbox cgroups that no supervisor holds (a shared flock on the
- * directory) and that are older than a minute, as the Go janitor's Sweep
- * does. They are left by a supervisor killed between making its cgroup and
+ * directory) and that are older than a minute. They are left by a supervisor killed between making its cgroup and
  * starting its janitor. Sweeping only removes empty directories.
  *
  * It is C, not Go, because one starts beside every sandbox: a Go program's
@@ -114,6 +114,21 @@ static int remove_dir(const char *dir)
 /* sweep_age is cgroups/janitor.SweepAge, in seconds. */
 static const time_t sweep_age = 60;
 
+/* sweep_due: parent was last swept sweep_age or more ago, by the mark a
+ * sweep leaves (the directory's access time, which cgroupfs never moves by
+ * itself); if so, it marks it swept now. Two janitors may both find it due:
+ * both sweeping is harmless. */
+static int sweep_due(const char *parent)
+{
+	struct stat st;
+	struct timespec wall;
+	clock_gettime(CLOCK_REALTIME, &wall);
+	if (lstat(parent, &st) != 0 || wall.tv_sec - st.st_atim.tv_sec < sweep_age)
+		return 0;
+	struct timespec stamp[2] = {{0, UTIME_NOW}, {0, UTIME_OMIT}};
+	return utimensat(AT_FDCWD, parent, stamp, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
 /* sweep removes the children of parent that are sandbox cgroups, older than
  * sweep_age and held by no supervisor. A cgroupfs directory's time is never
  * earlier than its making. */
@@ -177,7 +192,8 @@ int main(int argc, char **argv)
 		if (len < sizeof(parent)) {
 			memcpy(parent, argv[i], len);
 			parent[len] = '\0';
-			sweep(parent);
+			if (sweep_due(parent))
+				sweep(parent);
 		}
 	}
 	return failed;
