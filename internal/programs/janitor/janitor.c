@@ -13,8 +13,9 @@
  * Then it sweeps, as the Go janitor does (Sweep), in each parent of the
  * DIRs it was given that was not swept in the last minute: it removes the
  * sandbox cgroups that no supervisor holds (a shared flock on the
- * directory) and that are older than a minute. They are left by a supervisor killed between making its cgroup and
- * starting its janitor. Sweeping only removes empty directories.
+ * directory) and that are older than a minute. They are left by a
+ * supervisor killed between making its cgroup and starting its janitor.
+ * Sweeping only removes empty directories.
  *
  * It is C, not Go, because one starts beside every sandbox: a Go program's
  * runtime start and exit cost two milliseconds of CPU, at the moment the
