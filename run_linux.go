@@ -45,17 +45,6 @@ type timings struct {
 	commandStarted, exitReported, done time.Time
 }
 
-// fromMonotonic turns a CLOCK_MONOTONIC reading, in nanoseconds, into a
-// time.Time on this process's clock; zero stays zero.
-func fromMonotonic(ns int64) time.Time {
-	if ns == 0 {
-		return time.Time{}
-	}
-	var now unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &now)
-	return time.Now().Add(time.Duration(ns - now.Nano()))
-}
-
 func runTimed(ctx context.Context, spec Spec) (Result, *timings, error) {
 	t := &timings{start: time.Now()}
 	p, err := prepare(&spec)
@@ -934,7 +923,7 @@ func (s *supervisor) listen() report {
 		case control.KindExecError:
 			rep.execErr = &ExecError{Code: msg.Code, Reason: msg.Reason}
 		case control.KindReady:
-			s.times.initRunning, s.times.rootBuilt = fromMonotonic(msg.Running), fromMonotonic(msg.Built)
+			s.times.initRunning, s.times.rootBuilt = control.Time(msg.Running), control.Time(msg.Built)
 			close(s.ready)
 		case control.KindStarted:
 			<-s.handout // s.spec is the caller's from here on

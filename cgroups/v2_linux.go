@@ -10,6 +10,8 @@ import (
 
 	"github.com/containerd/cgroups/v3/cgroup2"
 	"golang.org/x/sys/unix"
+
+	"github.com/jail-sandbox/jail/cgroups/janitor"
 )
 
 // v2Controllers are the only controllers jail enables.
@@ -61,13 +63,13 @@ func newV2(l Layout, name string, limits Limits) (Manager, error) {
 		_ = removeDirs([]string{dir})
 		return nil, fmt.Errorf("create cgroup %s: %w", group, err)
 	}
-	held, err := hold([]string{dir})
+	held, err := janitor.Hold(dir)
 	if err != nil {
 		_ = removeDirs([]string{dir})
 		return nil, err
 	}
 	_, peakErr := os.Stat(filepath.Join(dir, "memory.peak"))
-	return &v2Manager{mgr: mgr, dir: dir, held: held[0], peak: peakErr == nil}, nil
+	return &v2Manager{mgr: mgr, dir: dir, held: held, peak: peakErr == nil}, nil
 }
 
 // enableControllers makes sure dir passes jail's controllers down.

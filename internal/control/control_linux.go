@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -71,12 +72,29 @@ type Message struct {
 	Pid    int
 	// Running and Built, in a KindReady, are when the init's own code
 	// began (its runtime and package initialisation done) and when its
-	// root filesystem was built: CLOCK_MONOTONIC in nanoseconds, which a
-	// pid or user namespace does not change. The benchmarks split a start
-	// by them.
+	// root filesystem was built, as Now reads them. The benchmarks split
+	// a start by them.
 	Running, Built int64
 	// Spawn, in a KindSpawn, is the process the forker is to start.
 	Spawn *Spawn
+}
+
+// Now is the time on the clock of the times an init reports:
+// CLOCK_MONOTONIC in nanoseconds, which a pid or user namespace does not
+// change.
+func Now() int64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
+}
+
+// Time turns a reading of Now, taken by any process, into a time.Time on
+// this process's clock; zero stays zero.
+func Time(now int64) time.Time {
+	if now == 0 {
+		return time.Time{}
+	}
+	return time.Now().Add(time.Duration(now - Now()))
 }
 
 // Spawn describes a process for the forker to start: what to execute, and

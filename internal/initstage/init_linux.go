@@ -87,14 +87,6 @@ func leaveSignalsToKernel() error {
 	return nil
 }
 
-// monotonic reads CLOCK_MONOTONIC, in nanoseconds: the clock of the times
-// the init reports (see control.Message), as the supervisor reads it too.
-func monotonic() int64 {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return ts.Nano()
-}
-
 // setupError is a failure before the command runs.
 type setupError struct {
 	step string
@@ -112,7 +104,7 @@ type execError struct {
 func (e *execError) Error() string { return e.reason }
 
 func run() int {
-	running := monotonic()
+	running := control.Now()
 	// Whatever the supervisor's own parent leaked to it, nothing but stdio
 	// may reach the command.
 	if err := unix.CloseRange(controlFD, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
@@ -254,7 +246,7 @@ func setup(cfg *config.Init, conn *control.Conn, running int64) (int, error) {
 		}
 		return 0, &setupError{step: "root filesystem", err: err}
 	}
-	built := monotonic()
+	built := control.Now()
 	if err := unix.Sethostname([]byte(cfg.Hostname)); err != nil {
 		return 0, &setupError{step: "set host name", err: err}
 	}
