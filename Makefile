@@ -2,10 +2,11 @@
 # the missing ones first when run as root.
 
 GO ?= go
-# jail is one static pure-Go binary. It embeds four helper programs built
-# first by go generate (internal/programs): the stage program (a sandbox's
-# init, a pool's forker and its cgroup janitor), the janitor program (one
-# sandbox's cgroup janitor, static C), the server program (jail serve) and
+# jail is one static pure-Go binary. It embeds five helper programs built
+# first by go generate (internal/programs): the init program (a sandbox's
+# init, static C), the stage program (a pool's forker and its cgroup
+# janitor, and the Go init), the janitor program (one sandbox's cgroup
+# janitor, static C), the server program (jail serve) and
 # the tools program (image import and pull, and seccomp compiling, which
 # links libseccomp statically through cgo).
 JAIL_BUILD := CGO_ENABLED=0 $(GO) build -trimpath
@@ -20,7 +21,7 @@ programs: build-deps
 	$(GO) generate ./internal/programs
 
 # The tools program needs libseccomp (and gcc for cgo), from Debian's
-# packages; the tools and janitor programs link glibc statically
+# packages; the tools, init and janitor programs link glibc statically
 # (libc6-dev).
 build-deps:
 	@dpkg -s libseccomp-dev gcc libc6-dev >/dev/null 2>&1 || { \
@@ -54,6 +55,7 @@ test-cgroup2:
 	set -e; mkdir -p bin/vm; \
 	$(GO) generate ./internal/programs; \
 	$(JAIL_BUILD) -o bin/vm/jail ./cmd/jail; \
+	$(JAIL_BUILD) -tags jail_noprograms -o bin/vm/jail-plain ./cmd/jail; \
 	CGO_ENABLED=0 $(GO) build -o bin/vm/jailprobe ./test/jailprobe; \
 	$(GO) test -c -o bin/vm/integration.test ./test; \
 	$(GO) test -c -o bin/vm/library.test .; \

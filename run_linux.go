@@ -96,8 +96,10 @@ type supervisor struct {
 	master   *os.File      // the command's terminal, with --tty
 	command  commandHandle // signals the command, once it runs
 	cgroup   cgroups.Manager
-	program  *programs.Program  // runs the init and the janitor
-	janitor  chan janitorHandle // yields the janitor, once started
+	program  *programs.Program // runs the janitor, and the init where initProgram is nil
+	// initProgram is the C init, when this build has it (see startInit).
+	initProgram *programs.Program
+	janitor     chan janitorHandle // yields the janitor, once started
 	// janitorState is what janitor yielded.
 	janitorState *janitorHandle
 	// leftToJanitor: the init was still exiting when the result was
@@ -346,6 +348,9 @@ func (s *supervisor) close() {
 	if s.program != nil {
 		s.program.Close()
 	}
+	if s.initProgram != nil {
+		s.initProgram.Close()
+	}
 	s.plan.close()
 }
 
@@ -356,8 +361,13 @@ func (s *supervisor) ended() bool {
 	case <-s.reaped:
 		return true
 	default:
-		return false
 	}
+	// A forked init's end is known as soon as its forker reports it, or
+	// is gone, a moment before s.reaped closes.
+	if f, ok := s.init.(forkedInit); ok {
+		return f.child.Exited()
+	}
+	return false
 }
 
 // discard ends a booted sandbox that never ran a command. The hangup ends
@@ -622,7 +632,18 @@ func (s *supervisor) startInit(initEnd *os.File) error {
 	defer initEnd.Close()
 
 	extra := append([]*os.File{initEnd}, s.plan.files...)
-	path, err := s.program.PathFor(len(extra))
+	// The C init, where this build has it; a forker, another process,
+	// can execute only a copy on disk, not a memfd of this one.
+	program, env := s.program, initstage.Environ()
+	if p, err := programs.Open(programs.Init); err == nil {
+		if s.byForker && !p.Portable() {
+			p.Close()
+		} else {
+			s.initProgram = p
+			program, env = p, nil
+		}
+	}
+	path, err := program.PathFor(len(extra))
 	if err != nil {
 		return &SetupError{Step: "start", Err: err}
 	}
@@ -636,7 +657,7 @@ func (s *supervisor) startInit(initEnd *os.File) error {
 	cmd := &initStart{
 		path:  path,
 		args:  []string{initstage.Arg},
-		env:   initstage.Environ(),
+		env:   env,
 		extra: extra,
 		attr:  attr,
 	}
@@ -726,9 +747,13 @@ func (s *supervisor) startForked(cmd *initStart) error {
 	fail := func(step string, err error) error {
 		return &SetupError{Step: step, Err: err}
 	}
-	// The forker is the stage program itself: it re-executes itself as the
-	// init (the supervisor's path may be a memfd of its own).
-	sp, err := forker.SpawnOf("/proc/self/exe", cmd.args, cmd.env, cmd.attr)
+	// The forker executes the C init's copy on disk, or else re-executes
+	// itself, the stage program, as the init.
+	path := "/proc/self/exe"
+	if s.initProgram != nil {
+		path = cmd.path
+	}
+	sp, err := forker.SpawnOf(path, cmd.args, cmd.env, cmd.attr)
 	if err != nil {
 		return fail("start", err)
 	}

@@ -18,6 +18,11 @@
 //  5. pivot_root into the new root and detach the old one.
 //
 // Nothing is ever mounted in, created in, or left behind on the host.
+//
+// This is the Go init's builder. The C init (internal/programs/init), which
+// a full build runs, builds the same root in the same order from copies of
+// this package's lists; TestCInitHasTheSameLists checks the copies, and the
+// integration test TestInitsBuildTheSameSandbox the roots.
 package rootfs
 
 import (

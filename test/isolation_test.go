@@ -383,15 +383,22 @@ func startSleeper(t *testing.T, m mode, seconds string) int {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_ = cmd.Wait()
 	})
+	return findProcess(t, "sleep\x00"+seconds+"\x00")
+}
+
+// findProcess waits until a process with the command line cmdline (its
+// NUL-terminated arguments) runs, and returns its host pid.
+func findProcess(t *testing.T, cmdline string) int {
+	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 		for _, p := range procs {
-			if b, _ := os.ReadFile(p); string(b) == "sleep\x00"+seconds+"\x00" {
+			if b, _ := os.ReadFile(p); string(b) == cmdline {
 				pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
 				return pid
 			}
 		}
 	}
-	t.Fatal("the command did not start")
+	t.Fatalf("the command %q did not start", strings.ReplaceAll(cmdline, "\x00", " "))
 	return 0
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,12 +19,7 @@ func TestBuildWithoutPrograms(t *testing.T) {
 	if os.Getenv("JAIL_TEST_BINARIES") != "" {
 		t.Skip("built and tested on the host")
 	}
-	plain := filepath.Join(workDir, "bin", "jail-plain")
-	build := exec.Command("go", "build", "-tags", "jail_noprograms", "-o", plain, "../cmd/jail")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	plain := plainBuild(t)
 	profiles := sharedTempDir(t, rootless)
 	dir := filepath.Join(profiles, "jail", "profiles")
 	if err := os.MkdirAll(dir, 0o755); err != nil {

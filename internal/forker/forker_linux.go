@@ -202,6 +202,17 @@ func (c *Child) Wait() (code, signal int, err error) {
 	return c.code, c.signal, c.err
 }
 
+// Exited reports whether the child is known to have ended: reaped, or gone
+// with its forker (whose death its parent-death signal follows).
+func (c *Child) Exited() bool {
+	select {
+	case <-c.reaped:
+		return true
+	default:
+		return false
+	}
+}
+
 // Kill kills the forker process outright (for tests of what survives it).
 func (f *Forker) Kill() error { return f.cmd.Process.Kill() }
 

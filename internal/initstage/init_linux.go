@@ -1,6 +1,11 @@
-// Package initstage is the init of a sandbox: the stage program (see
+// Package initstage is the Go init of a sandbox: the stage program (see
 // internal/programs), started by the supervisor inside fresh user, mount,
-// pid, net, ipc, uts and cgroup namespaces, where it is pid 1.
+// pid, net, ipc, uts and cgroup namespaces, where it is pid 1. A full build
+// starts the C init (internal/programs/init) instead, which does the same
+// step for step without a runtime to start; this one runs in a build
+// without the helper programs (a plain go build), and in a pool whose
+// forker cannot reach the C init's copy on disk. The integration test
+// TestInitsBuildTheSameSandbox holds the two to the same sandbox.
 //
 // Main reads the sandbox description from the control socket (fd 3), builds
 // the root filesystem, sets host name and loopback, then forks the command

@@ -4,9 +4,9 @@ package programs
 
 import "embed"
 
-// embedded holds only the stage program in the server program's own build
-// (tag jail_server): the server starts its sandboxes from it, and cannot
-// embed itself.
+// embedded holds only the stage and init programs in the server program's
+// own build (tag jail_server): the server starts its sandboxes from them,
+// and cannot embed itself.
 //
-//go:embed bin/stage bin/stage.sha256
+//go:embed bin/stage bin/stage.sha256 bin/init bin/init.sha256
 var embedded embed.FS
