@@ -798,9 +798,9 @@ func (s *supervisor) signal(sig os.Signal) error {
 
 // commandHandle signals a sandbox's command through the pidfd its init
 // hands over once the command runs (KindStarted). The supervisor signals the
-// command itself, rather than asking the init to: an init that handles
-// signals pays for the Go runtime's signal threads, three of its seven, on
-// every start. The pidfd reaches into the sandbox's pid namespace and never
+// command itself, rather than asking the init to: the init handles no
+// signal (the Go init, which would pay for the Go runtime's signal threads,
+// three of its seven, on every start, no more than the C init). The pidfd reaches into the sandbox's pid namespace and never
 // names another process. Signals asked for before it arrives wait for it.
 type commandHandle struct {
 	mu      sync.Mutex

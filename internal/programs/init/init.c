@@ -728,8 +728,15 @@ static int root_file(struct builder *b, const char *path)
 	if (fd >= 0)
 		return fd;
 	char parent[PATH_MAX];
-	snprintf(parent, sizeof(parent), "%s", path);
+	if ((size_t)snprintf(parent, sizeof(parent), "%s", path) >= sizeof(parent)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
 	char *slash = strrchr(parent, '/');
+	if (slash == NULL) {
+		errno = EINVAL;
+		return -1;
+	}
 	const char *name = path + (slash - parent) + 1;
 	if (slash == parent)
 		parent[1] = '\0';
@@ -959,8 +966,9 @@ static int create_below(const char *base, const char *rel, bool dir)
 }
 
 /* clean_relative turns an absolute path into its components joined by
- * single slashes, without a leading slash ("." dropped). */
-static void clean_relative(const char *path, char *out, size_t size)
+ * single slashes, without a leading slash ("." dropped); -1 with errno
+ * set when it does not fit. */
+static int clean_relative(const char *path, char *out, size_t size)
 {
 	size_t n = 0;
 	out[0] = '\0';
@@ -969,7 +977,11 @@ static void clean_relative(const char *path, char *out, size_t size)
 			p++;
 		const char *end = strchrnul(p, '/');
 		size_t len = (size_t)(end - p);
-		if (len > 0 && !(len == 1 && p[0] == '.') && n + len + 2 < size) {
+		if (len > 0 && !(len == 1 && p[0] == '.')) {
+			if (n + len + 2 > size) {
+				errno = ENAMETOOLONG;
+				return -1;
+			}
 			if (n > 0)
 				out[n++] = '/';
 			memcpy(out + n, p, len);
@@ -978,6 +990,7 @@ static void clean_relative(const char *path, char *out, size_t size)
 		}
 		p = end;
 	}
+	return 0;
 }
 
 static bool has_skeleton(const struct builder *b, const char *name)
@@ -1011,7 +1024,10 @@ static int plan_skeleton(struct builder *b, const int *trees, size_t ntrees)
 
 	for (size_t i = 0; err == 0 && i < npoints; i++) {
 		char rel[PATH_MAX], top[PATH_MAX];
-		clean_relative(points[i].path, rel, sizeof(rel));
+		if (clean_relative(points[i].path, rel, sizeof(rel)) != 0) {
+			err = fail_errno(b->f, "prepare mountpoints", points[i].path);
+			break;
+		}
 		snprintf(top, sizeof(top), "%s", rel);
 		char *slash = strchr(top, '/');
 		if (slash != NULL)
