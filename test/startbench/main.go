@@ -69,6 +69,10 @@ func main() {
 	flag.StringVar(&o.image, "image", "", "an image in jail's store, for the image scenario")
 	flag.IntVar(&o.repeat, "repeat", 1, "runs of each cold-start comparison, one after the other; with more than one, each contender's ratio to jail is summarised across runs")
 	flag.Parse()
+	if o.rounds < 1 || o.warmup < 0 || o.repeat < 1 || o.throughput < 0 {
+		fmt.Fprintln(os.Stderr, "startbench: -n and -repeat must be at least 1, -warmup and -throughput not negative")
+		os.Exit(2)
+	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "startbench:", err)
 		os.Exit(1)
