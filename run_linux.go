@@ -635,13 +635,13 @@ func (s *supervisor) startInit(initEnd *os.File) error {
 	// The C init, where this build has it; a forker, another process,
 	// can execute only a copy on disk, not a memfd of this one.
 	program, env := s.program, initstage.Environ()
-	if p, err := programs.Open(programs.Init); err == nil {
-		if s.byForker && !p.Portable() {
-			p.Close()
-		} else {
-			s.initProgram = p
-			program, env = p, nil
-		}
+	open := programs.Open
+	if s.byForker {
+		open = programs.OpenCopy
+	}
+	if p, err := open(programs.Init); err == nil {
+		s.initProgram = p
+		program, env = p, nil
 	}
 	path, err := program.PathFor(len(extra))
 	if err != nil {

@@ -101,6 +101,17 @@ func Version(name string) string {
 // memfd. Without an embedded copy, the stage program is the running
 // executable and the others are ErrNotBuilt.
 func Open(name string) (*Program, error) {
+	return open(name, true)
+}
+
+// OpenCopy is Open for a program that another process of the same user is
+// to execute (a pool's forker): only the copy on disk names it there, so
+// without one it fails rather than making a memfd.
+func OpenCopy(name string) (*Program, error) {
+	return open(name, false)
+}
+
+func open(name string, memfd bool) (*Program, error) {
 	self := &Program{Path: "/proc/self/exe"}
 	version := Version(name)
 	if version == "" {
@@ -113,6 +124,9 @@ func Open(name string) (*Program, error) {
 		if path, err := cachedCopy(dir, name, version); err == nil {
 			return &Program{Path: path}, nil
 		}
+	}
+	if !memfd {
+		return nil, fmt.Errorf("%s program: no copy on disk to run it from", name)
 	}
 	if memfdExecForbidden() {
 		if name == Stage {
@@ -129,13 +143,6 @@ func Open(name string) (*Program, error) {
 		return nil, fmt.Errorf("%s program: %w", name, err)
 	}
 	return &Program{Path: fmt.Sprintf("/proc/self/fd/%d", f.Fd()), file: f}, nil
-}
-
-// Portable reports whether Path names the program in any process of the
-// same user: a copy on disk, not a descriptor of this process nor its own
-// executable.
-func (p *Program) Portable() bool {
-	return p.file == nil && p.Path != "/proc/self/exe"
 }
 
 // PathFor returns what to execute in a child handed extra descriptors
