@@ -96,10 +96,9 @@ type supervisor struct {
 	master   *os.File      // the command's terminal, with --tty
 	command  commandHandle // signals the command, once it runs
 	cgroup   cgroups.Manager
-	program  *programs.Program // runs the janitor, and the init where initProgram is nil
-	// initProgram is the C init, when this build has it (see startInit).
-	initProgram *programs.Program
-	janitor     chan janitorHandle // yields the janitor, once started
+	program  *programs.Program  // what the init runs (openInit)
+	goInit   bool               // program is the stage program's Go init
+	janitor  chan janitorHandle // yields the janitor, once started
 	// janitorState is what janitor yielded.
 	janitorState *janitorHandle
 	// leftToJanitor: the init was still exiting when the result was
@@ -144,12 +143,6 @@ type report struct {
 // command: the cgroup, the init in its namespaces, and the readers of its
 // reports and output. On error, close undoes what was done.
 func (s *supervisor) boot() error {
-	program, err := programs.Open(programs.Stage)
-	if err != nil {
-		return &SetupError{Step: "start", Err: err}
-	}
-	s.program = program
-
 	conn, initEnd, err := control.Pair()
 	if err != nil {
 		return &SetupError{Step: "start", Err: err}
@@ -271,6 +264,9 @@ type initProcess interface {
 	// wait returns once the init is reaped, with its resource usage when
 	// known.
 	wait() (*syscall.Rusage, error)
+	// gone reports whether the init is known to have ended, which a
+	// forker tells a moment before wait returns.
+	gone() bool
 }
 
 // childInit is an init the supervisor started itself (package spawn).
@@ -298,6 +294,12 @@ func (c *childInit) signal(sig syscall.Signal) error {
 		return syscall.Kill(c.id, sig)
 	}
 	return spawn.Signal(c.pidfd, sig)
+}
+
+func (c *childInit) gone() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reaped
 }
 
 func (c *childInit) wait() (*syscall.Rusage, error) {
@@ -328,6 +330,8 @@ func (f forkedInit) pid() int { return f.child.Pid }
 
 func (f forkedInit) signal(sig syscall.Signal) error { return f.child.Signal(sig) }
 
+func (f forkedInit) gone() bool { return f.child.Exited() }
+
 func (f forkedInit) wait() (*syscall.Rusage, error) {
 	code, sig, err := f.child.Wait()
 	if err != nil {
@@ -348,9 +352,6 @@ func (s *supervisor) close() {
 	if s.program != nil {
 		s.program.Close()
 	}
-	if s.initProgram != nil {
-		s.initProgram.Close()
-	}
 	s.plan.close()
 }
 
@@ -362,12 +363,7 @@ func (s *supervisor) ended() bool {
 		return true
 	default:
 	}
-	// A forked init's end is known as soon as its forker reports it, or
-	// is gone, a moment before s.reaped closes.
-	if f, ok := s.init.(forkedInit); ok {
-		return f.child.Exited()
-	}
-	return false
+	return s.init != nil && s.init.gone()
 }
 
 // discard ends a booted sandbox that never ran a command. The hangup ends
@@ -466,7 +462,10 @@ wait:
 	res := Result{WallMS: time.Since(s.start).Milliseconds()}
 	// After an early answer, the init is still being waited for (and its
 	// state written) in the background: only the cgroup's counters count.
-	if ru := s.usage; !early && ru != nil {
+	// (s.usage is read only when the wait is over: after an early answer
+	// the waiting goroutine may still be writing it.)
+	if !early && s.usage != nil {
+		ru := s.usage
 		res.CPUMS = (ru.Utime.Nano() + ru.Stime.Nano()) / 1e6
 		res.PeakMemoryBytes = ru.Maxrss * 1024
 	}
@@ -524,12 +523,16 @@ func (s *supervisor) createCgroup() error {
 		// The janitor starts while the cgroup is made and the init
 		// starts: the janitor program, or else the stage program's.
 		go func() {
-			path := s.program.Path
-			if p, err := programs.Open(programs.Janitor); err == nil {
-				defer p.Close()
-				path = p.Path
+			p, err := programs.Open(programs.Janitor)
+			if err != nil {
+				p, err = programs.Open(programs.Stage)
 			}
-			release, wait, err := janitor.Start(path, paths)
+			if err != nil {
+				started <- janitorHandle{}
+				return
+			}
+			defer p.Close()
+			release, wait, err := janitor.Start(p.Path, paths)
 			if err != nil {
 				started <- janitorHandle{}
 				return
@@ -632,18 +635,14 @@ func (s *supervisor) startInit(initEnd *os.File) error {
 	defer initEnd.Close()
 
 	extra := append([]*os.File{initEnd}, s.plan.files...)
-	// The C init, where this build has it; a forker, another process,
-	// can execute only a copy on disk, not a memfd of this one.
-	program, env := s.program, initstage.Environ()
-	open := programs.Open
-	if s.byForker {
-		open = programs.OpenCopy
+	if err := s.openInit(); err != nil {
+		return &SetupError{Step: "start", Err: err}
 	}
-	if p, err := open(programs.Init); err == nil {
-		s.initProgram = p
-		program, env = p, nil
+	env := []string(nil)
+	if s.goInit {
+		env = initstage.Environ()
 	}
-	path, err := program.PathFor(len(extra))
+	path, err := s.program.PathFor(len(extra))
 	if err != nil {
 		return &SetupError{Step: "start", Err: err}
 	}
@@ -686,6 +685,23 @@ func (s *supervisor) startInit(initEnd *os.File) error {
 		}
 	}
 	return nil
+}
+
+// openInit opens what the init runs: the C init where this build has it
+// (a forker, another process, can execute only its copy on disk, not a
+// memfd of this one), or else the stage program's Go init.
+func (s *supervisor) openInit() error {
+	open := programs.Open
+	if s.byForker {
+		open = programs.OpenCopy
+	}
+	p, err := open(programs.Init)
+	if err != nil {
+		p, err = programs.Open(programs.Stage)
+		s.goInit = true
+	}
+	s.program = p
+	return err
 }
 
 // initStart describes the start of an init: its program, arguments and
@@ -749,9 +765,9 @@ func (s *supervisor) startForked(cmd *initStart) error {
 	}
 	// The forker executes the C init's copy on disk, or else re-executes
 	// itself, the stage program, as the init.
-	path := "/proc/self/exe"
-	if s.initProgram != nil {
-		path = cmd.path
+	path := cmd.path
+	if s.goInit {
+		path = "/proc/self/exe"
 	}
 	sp, err := forker.SpawnOf(path, cmd.args, cmd.env, cmd.attr)
 	if err != nil {

@@ -100,7 +100,7 @@ func TestProgramsFromAMemfd(t *testing.T) {
 	memfd := -1
 	for _, fd := range fds {
 		target, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", cmd.Process.Pid, fd.Name()))
-		if strings.HasPrefix(target, "/memfd:jail-stage") {
+		if strings.HasPrefix(target, "/memfd:jail-init") {
 			memfd, _ = strconv.Atoi(fd.Name())
 		}
 	}
@@ -111,7 +111,7 @@ func TestProgramsFromAMemfd(t *testing.T) {
 	}
 	switch {
 	case memfd < 0:
-		t.Errorf("jail ran its stage program from somewhere else than a memfd")
+		t.Errorf("jail ran its init program from somewhere else than a memfd")
 	case memfd >= 64:
 		t.Errorf("the memfd is descriptor %d, which grows the descriptor table", memfd)
 	}
