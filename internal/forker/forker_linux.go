@@ -238,6 +238,9 @@ func Main() {
 	// process: a child's parent-death signal is bound to its forking
 	// thread.
 	runtime.LockOSThread()
+	// Its work is one spawn at a time: a second P only adds wake-ups of
+	// idle threads (measured: 0.2-0.3 ms of machine CPU per sandbox).
+	runtime.GOMAXPROCS(1)
 	conn := control.FromFD(3)
 	var sendMu sync.Mutex
 	send := func(m control.Message, files ...*os.File) {
