@@ -105,7 +105,8 @@ func buildBinaries() error {
 	if out, err := exec.Command("go", "generate", "../internal/programs").CombinedOutput(); err != nil {
 		return fmt.Errorf("build jail's programs: %v\n%s", err, out)
 	}
-	build := exec.Command("go", "build", "-trimpath", "-o", jailBin, "../cmd/jail")
+	// Built as make builds it (internal/programs/gobuild.sh).
+	build := exec.Command("sh", "../internal/programs/gobuild.sh", "-o", jailBin, "../cmd/jail")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("build jail: %v\n%s", err, out)

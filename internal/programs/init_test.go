@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"syscall"
 	"testing"
@@ -149,4 +150,33 @@ func startInit(t *testing.T, path string, message []byte) (int, []byte) {
 		t.Fatalf("the init was killed by %v: %v", st.Signal(), err)
 	}
 	return cmd.ProcessState.ExitCode(), answer
+}
+
+// TestInitErrorTextsAreGos: the C init words every errno as Go does (its
+// table, init/errtext.h, whatever the C library's strerror says), so a
+// failure reads the same from the C init as from the Go init.
+func TestInitErrorTextsAreGos(t *testing.T) {
+	data, err := os.ReadFile("init/errtext.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := regexp.MustCompile(`(?m)^\t\[(\d+)\] = ("[^"\n]*"),$`)
+	inC := map[int]string{}
+	for _, m := range entry.FindAllStringSubmatch(string(data), -1) {
+		n, _ := strconv.Atoi(m[1])
+		text, err := strconv.Unquote(m[2])
+		if err != nil {
+			t.Fatalf("entry %d: %v", n, err)
+		}
+		inC[n] = text
+	}
+	for n := 1; n < 256; n++ {
+		goText := syscall.Errno(n).Error()
+		if goText == "errno "+strconv.Itoa(n) {
+			goText = "" // not in Go's table: the init prints the same
+		}
+		if inC[n] != goText {
+			t.Errorf("errno %d: the C init says %q, Go says %q", n, inC[n], goText)
+		}
+	}
 }

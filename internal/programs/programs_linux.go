@@ -51,11 +51,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-//go:generate sh -c "gcc -static -Os -s -Wall -Wextra -Werror -o bin/janitor ./janitor/janitor.c && sha256sum bin/janitor | cut -c1-64 > bin/janitor.sha256"
-//go:generate sh -c "gcc -static -Os -s -Wall -Wextra -Werror -o bin/init ./init/init.c && sha256sum bin/init | cut -c1-64 > bin/init.sha256"
-//go:generate sh -c "CGO_ENABLED=0 go build -trimpath -ldflags=-s -o bin/stage ./stage && sha256sum bin/stage | cut -c1-64 > bin/stage.sha256"
-//go:generate sh -c "CGO_ENABLED=0 go build -trimpath -tags jail_server -ldflags=-s -o bin/server ./server && sha256sum bin/server | cut -c1-64 > bin/server.sha256"
-//go:generate sh -c "go build -trimpath -tags netgo,osusergo -ldflags '-s -linkmode external -extldflags -static' -o bin/tools ./tools && sha256sum bin/tools | cut -c1-64 > bin/tools.sha256"
+//go:generate sh cbuild.sh bin/janitor ./janitor/janitor.c
+//go:generate sh cbuild.sh bin/init ./init/init.c
+//go:generate sh -c "CGO_ENABLED=0 LDFLAGS=-s sh gobuild.sh -o bin/stage ./stage && sha256sum bin/stage | cut -c1-64 > bin/stage.sha256"
+//go:generate sh -c "CGO_ENABLED=0 LDFLAGS=-s sh gobuild.sh -tags jail_server -o bin/server ./server && sha256sum bin/server | cut -c1-64 > bin/server.sha256"
+//go:generate sh -c "LDFLAGS='-s -linkmode external -extldflags -static' sh gobuild.sh -tags netgo,osusergo -o bin/tools ./tools && sha256sum bin/tools | cut -c1-64 > bin/tools.sha256"
 
 // Names of the programs.
 const (
