@@ -4,13 +4,13 @@
 GO ?= go
 # jail is one static pure-Go binary. It embeds five helper programs built
 # first by go generate (internal/programs): the init program (a sandbox's
-# init, static C), the stage program (a pool's forker and its cgroup
+# init, static C with musl), the stage program (a pool's forker and its cgroup
 # janitor, and the Go init), the janitor program (one sandbox's cgroup
-# janitor, static C), the server program (jail serve) and
+# janitor, static C with musl), the server program (jail serve) and
 # the tools program (image import and pull, and seccomp compiling, which
 # links libseccomp statically through cgo).
 JAIL_BUILD := CGO_ENABLED=0 GO=$(GO) sh internal/programs/gobuild.sh
-TEST_PACKAGES := busybox-static bubblewrap util-linux libseccomp-dev gcc libc6-dev git python3 debootstrap curl
+TEST_PACKAGES := busybox-static bubblewrap util-linux libseccomp-dev gcc libc6-dev musl-tools linux-libc-dev git python3 debootstrap curl
 
 .PHONY: build build-deps programs test test-deps test-host test-cgroup2 bench vet clean
 

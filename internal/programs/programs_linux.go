@@ -3,8 +3,10 @@
 //
 //   - init: a sandbox's init, in C (init/init.c): the stage that every
 //     sandbox starts, inside its namespaces. The Go runtime's start cost
-//     1.9 ms of CPU and 199 page faults there against 0.4 ms and 28, and
-//     under software emulation 91 ms against 22. It speaks the control
+//     1.9 ms of CPU and 199 page faults there against 0.4 ms and 28 for
+//     static glibc (0.06 ms and 12 for static musl, which cbuild.sh links
+//     where it is installed), and under software emulation 91 ms against
+//     22. It speaks the control
 //     protocol and builds the root as the Go init (package initstage) does,
 //     which runs in its place in a build without it.
 //   - stage: a pool's forker and the watching cgroup janitor (package
@@ -29,7 +31,8 @@
 // address space made each of the server's forks dearer.
 //
 // They are built and embedded at build time (go generate
-// ./internal/programs; make build does it) and run from a copy in jail's
+// ./internal/programs; make build does it: the C programs by cbuild.sh, the
+// Go ones by gobuild.sh, which says why) and run from a copy in jail's
 // runtime directory, written once per program version, which no sandbox can
 // see; or else from a sealed memfd. A build without them (a plain go build)
 // starts the stages by re-executing the running binary instead, which then
