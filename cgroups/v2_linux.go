@@ -144,7 +144,7 @@ func (m *v2Manager) Placement() (Placement, error) {
 func (m *v2Manager) Destroy() error {
 	defer m.Close()
 	// cgroup.kill (5.14+) takes every process at once, even ones forking.
-	_ = os.WriteFile(filepath.Join(m.dir, "cgroup.kill"), []byte("1"), 0)
+	_ = writeSmall(filepath.Join(m.dir, "cgroup.kill"), "1")
 	return removeDirs([]string{m.dir})
 }
 
