@@ -216,16 +216,22 @@ func (s *supervisor) abandonInit(err error) error {
 	return err
 }
 
-// bootThenEnter starts the init, makes the cgroup while the init starts up,
-// and sends the description with the cgroup's tasks files: the init moves
-// the thread that forks the command in before it builds anything, and the
-// command is released only after that.
+// bootThenEnter starts the init and sends it the description at once, so
+// that it builds the root filesystem while the cgroup is made here; then it
+// sends the cgroup's tasks files. The init moves the thread that forks the
+// command in once the root is built, before anything of the sandbox runs,
+// and the command is released only after that.
 func (s *supervisor) bootThenEnter(initEnd *os.File) error {
 	if err := s.startInit(initEnd); err != nil {
 		return err
 	}
 	s.times.initStarted = time.Now()
 	abandon := s.abandonInit
+	cfg := s.initConfig()
+	cfg.EnterCgroup = true
+	if err := s.conn.Send(control.Message{Kind: control.KindConfig, Config: cfg}); err != nil {
+		return abandon(&SetupError{Step: "start", Err: err})
+	}
 	if err := s.createCgroup(); err != nil {
 		return abandon(err)
 	}
@@ -248,9 +254,7 @@ func (s *supervisor) bootThenEnter(initEnd *os.File) error {
 		defer f.Close()
 		files = append(files, f)
 	}
-	cfg := s.initConfig()
-	cfg.EnterCgroup = true
-	if err := s.conn.Send(control.Message{Kind: control.KindConfig, Config: cfg}, files...); err != nil {
+	if err := s.conn.Send(control.Message{Kind: control.KindCgroup}, files...); err != nil {
 		return abandon(&SetupError{Step: "start", Err: err})
 	}
 	return nil

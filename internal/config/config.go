@@ -21,10 +21,13 @@ type Init struct {
 	ReadOnly []string `json:"read_only,omitempty"` // extra paths to make read-only
 	// Seccomp is the profile's compiled filter, loaded last before exec.
 	Seccomp filter.Filter `json:"seccomp"`
-	// EnterCgroup: the files sent with this description are the tasks
-	// files of the sandbox's v1 cgroup. The init moves the thread that
-	// forks the command into it, and only then makes the cgroup namespace,
-	// so that the namespace is rooted at the sandbox's cgroup.
+	// EnterCgroup: a cgroup message follows this description, with the
+	// tasks files of the sandbox's v1 cgroup, which the supervisor makes
+	// while the init builds the root. Once the root is built, the init
+	// reads it and moves the thread that forks the command into the
+	// cgroup, before anything of the sandbox runs, and only then makes the
+	// cgroup namespace, so that the namespace is rooted at the sandbox's
+	// cgroup.
 	EnterCgroup bool `json:"enter_cgroup,omitempty"`
 	// TakeRoot: the init was started as host root before its ids were
 	// mapped (namespaces.Identity.TakesRoot); it makes itself sandbox root

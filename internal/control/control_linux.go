@@ -22,13 +22,16 @@ import (
 	"github.com/jail-sandbox/jail/internal/config"
 )
 
-// Message kinds. The supervisor sends KindConfig then KindRelease; the init
-// answers with KindReady (built, waiting for the release) or KindError (setup
-// failed), then KindExecError (the command could not be started) or
-// KindStarted (the command's pidfd attached, then its terminal's master with
-// a terminal), and finally KindExit.
+// Message kinds. The supervisor sends KindConfig, then KindCgroup when the
+// description says EnterCgroup (the v1 cgroup's tasks files attached, sent
+// while the init builds the root), then KindRelease; the init answers with
+// KindReady (built, waiting for the release) or KindError (setup failed),
+// then KindExecError (the command could not be started) or KindStarted (the
+// command's pidfd attached, then its terminal's master with a terminal),
+// and finally KindExit.
 const (
 	KindConfig    = "config"
+	KindCgroup    = "cgroup"
 	KindRelease   = "release"
 	KindReady     = "ready"
 	KindError     = "error"

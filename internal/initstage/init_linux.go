@@ -146,12 +146,6 @@ func run() int {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return 1
 	}
-	if cfg.EnterCgroup {
-		if err := enterCgroup(files); err != nil {
-			_ = conn.Send(control.Message{Kind: control.KindError, Step: "cgroup", Reason: err.Error()})
-			return 1
-		}
-	}
 	closeFiles(files)
 
 	cmd, err := setup(cfg, conn, running)
@@ -260,6 +254,21 @@ func setup(cfg *config.Init, conn *control.Conn, running int64) (int, error) {
 	}
 	if err := setRlimits(cfg.Limits); err != nil {
 		return 0, &setupError{step: "rlimits", err: err}
+	}
+	// Nothing of the sandbox has run yet: the init enters its cgroup now,
+	// which the supervisor made while the root was built, and the command
+	// is forked inside it.
+	if cfg.EnterCgroup {
+		msg, files, err := conn.Recv()
+		if err != nil || msg.Kind != control.KindCgroup {
+			closeFiles(files)
+			return 0, &setupError{step: "cgroup", err: errors.New("supervisor went away")}
+		}
+		err = enterCgroup(files)
+		closeFiles(files)
+		if err != nil {
+			return 0, &setupError{step: "cgroup", err: err}
+		}
 	}
 
 	stdio := []uintptr{0, 1, 2}

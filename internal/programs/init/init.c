@@ -1578,12 +1578,12 @@ static int take_root(struct failure *f)
 	return 0;
 }
 
-/* enter_cgroup moves the init into the sandbox's v1 cgroup: writing 0 to
- * a tasks file moves the writer, without the global lock that moving
- * another task takes. The files were opened by the supervisor; the kernel
- * checks the opener's credentials. The cgroup namespace is made after the
- * move, so that it is rooted at the sandbox's cgroup. */
-static int enter_cgroup(const int *fds, int nfds, struct failure *f)
+/* enter_tasks moves the init into the sandbox's v1 cgroup: writing 0 to a
+ * tasks file moves the writer, without the global lock that moving another
+ * task takes. The files were opened by the supervisor; the kernel checks
+ * the opener's credentials. The cgroup namespace is made after the move,
+ * so that it is rooted at the sandbox's cgroup. */
+static int enter_tasks(const int *fds, int nfds, struct failure *f)
 {
 	if (nfds == 0)
 		return fail(f, "cgroup", "no cgroup to enter");
@@ -1597,6 +1597,23 @@ static int enter_cgroup(const int *fds, int nfds, struct failure *f)
 	if (unshare(CLONE_NEWCGROUP) != 0)
 		return fail_errno(f, "cgroup", "cgroup namespace");
 	return 0;
+}
+
+/* enter_cgroup reads the cgroup message, which the supervisor sends once it
+ * has made the sandbox's v1 cgroup (while the init built the root), and
+ * enters that cgroup. */
+static int enter_cgroup(int sock, struct failure *f)
+{
+	struct message m;
+	if (recv_message(sock, &m) != 0 || strcmp(m.kind, "cgroup") != 0) {
+		for (int i = 0; i < m.nfds; i++)
+			close(m.fds[i]);
+		return fail(f, "cgroup", "supervisor went away");
+	}
+	int err = enter_tasks(m.fds, m.nfds, f);
+	for (int i = 0; i < m.nfds; i++)
+		close(m.fds[i]);
+	return err;
 }
 
 static int loopback_up(struct failure *f)
@@ -1975,6 +1992,10 @@ static pid_t setup(const struct config *c, int sock, int64_t running, struct fai
 		return fail_errno(f, "set host name", NULL);
 	if (loopback_up(f) != 0 || set_rlimits(c, f) != 0)
 		return -1;
+	/* Nothing of the sandbox has run yet: the init enters its cgroup
+	 * now, and the command is forked inside it. */
+	if (c->enter_cgroup && enter_cgroup(sock, f) != 0)
+		return -1;
 
 	int stdio[3] = {0, 1, 2};
 	int master = -1, slave = -1;
@@ -2065,10 +2086,6 @@ int main(int argc, char **argv)
 	 * which starts only later. */
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
 		return 1;
-	if (c->enter_cgroup && enter_cgroup(msg.fds, msg.nfds, &f) != 0) {
-		report_failure(CONTROL_FD, &f);
-		return 1;
-	}
 	for (int i = 0; i < msg.nfds; i++)
 		close(msg.fds[i]);
 
