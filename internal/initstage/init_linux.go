@@ -8,7 +8,8 @@
 // TestInitsBuildTheSameSandbox holds the two to the same sandbox.
 //
 // Main reads the sandbox description from the control socket (fd 3), builds
-// the root filesystem, sets host name and loopback, then forks the command
+// the root filesystem, sets host name and loopback, enters its v1 cgroup
+// when the supervisor made it meanwhile, then forks the command
 // and stays behind as its reaper: it reaps orphans and reports how the
 // command ended. It hands the supervisor a pidfd of the command, through
 // which the supervisor signals the command itself: the init handles no
