@@ -176,7 +176,8 @@ func (s *supervisor) boot() error {
 // lateEntry reports whether the init starts before its cgroup exists and
 // moves itself in once it does: on v1, for an init this process starts
 // itself. A thread that moves itself into a v1 cgroup takes no lock, and
-// making the cgroup (0.6 ms) then overlaps the init's start. On v2 the init
+// making the cgroup (0.5 ms) then overlaps the init's start and its
+// building of the root (bootThenEnter). On v2 the init
 // is cloned into its cgroup, which must exist first; a pool's forker has
 // its thread enter the cgroup to fork the init there.
 func (s *supervisor) lateEntry() bool {
