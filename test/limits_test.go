@@ -194,8 +194,19 @@ func TestRootlessDelegatedCgroup(t *testing.T) {
 	must(os.WriteFile("/sys/fs/cgroup/cgroup.subtree_control", []byte("+memory +cpu +pids"), 0))
 	must(os.Mkdir(deleg, 0o755))
 	t.Cleanup(func() {
-		for _, d := range []string{filepath.Join(deleg, "jail"), session, deleg} {
-			os.Remove(d)
+		// The sandbox's cgroup is the janitor's to remove once jail has
+		// answered: the parents go once it has, or later tests would
+		// find them.
+		parent := filepath.Join(deleg, "jail")
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if left, _ := filepath.Glob(filepath.Join(parent, "*", "cgroup.procs")); len(left) == 0 {
+				break
+			}
+		}
+		for _, d := range []string{parent, session, deleg} {
+			if err := os.Remove(d); err != nil && !os.IsNotExist(err) {
+				t.Errorf("remove the delegated subtree: %v", err)
+			}
 		}
 	})
 	must(os.WriteFile(filepath.Join(deleg, "cgroup.subtree_control"), []byte("+memory +cpu +pids"), 0))
