@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/jail-sandbox/jail/cgroups"
+	"github.com/jail-sandbox/jail/cgroups/cgroupfile"
 	"github.com/jail-sandbox/jail/cgroups/janitor"
 	"github.com/jail-sandbox/jail/internal/config"
 	"github.com/jail-sandbox/jail/internal/control"
@@ -248,7 +249,7 @@ func (s *supervisor) bootThenEnter(initEnd *os.File) error {
 	}
 	var files []*os.File
 	for _, path := range place.Enter {
-		f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_CLOEXEC, 0)
+		f, err := cgroupfile.OpenWrite(path)
 		if err != nil {
 			return abandon(&SetupError{Step: "cgroup", Err: err})
 		}

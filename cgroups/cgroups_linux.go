@@ -24,7 +24,6 @@ package cgroups
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -34,6 +33,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/jail-sandbox/jail/cgroups/cgroupfile"
 	"github.com/jail-sandbox/jail/cgroups/janitor"
 )
 
@@ -248,7 +248,7 @@ func cpuQuota(cpus float64) (quota int64, period uint64) {
 
 // readKeyed reads "key value" lines into a map.
 func readKeyed(path string) (map[string]int64, error) {
-	b, err := readSmall(path)
+	b, err := cgroupfile.Read(path)
 	if err != nil {
 		return nil, err
 	}
@@ -266,59 +266,11 @@ func readKeyed(path string) (map[string]int64, error) {
 }
 
 func readInt(path string) (int64, error) {
-	b, err := readSmall(path)
+	b, err := cgroupfile.Read(path)
 	if err != nil {
 		return 0, err
 	}
 	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-}
-
-// readSmall and writeSmall read and write a cgroup file with plain system
-// calls. Cgroup files can be polled, so package os registers each one it
-// opens with Go's poller: two fcntl and two epoll_ctl calls more per file,
-// seven calls where three do, on every sandbox's start and end.
-func readSmall(path string) ([]byte, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	defer unix.Close(fd)
-	var out []byte
-	buf := make([]byte, 4096)
-	for {
-		n, err := unix.Read(fd, buf)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, &os.PathError{Op: "read", Path: path, Err: err}
-		}
-		if n == 0 {
-			return out, nil
-		}
-		out = append(out, buf[:n]...)
-	}
-}
-
-func writeSmall(path, data string) error {
-	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	defer unix.Close(fd)
-	for {
-		n, err := unix.Write(fd, []byte(data))
-		if err == unix.EINTR {
-			continue
-		}
-		if err == nil && n < len(data) {
-			err = io.ErrShortWrite
-		}
-		if err != nil {
-			return &os.PathError{Op: "write", Path: path, Err: err}
-		}
-		return nil
-	}
 }
 
 // removeDirs kills what remains in each cgroup directory and removes it.

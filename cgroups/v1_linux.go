@@ -10,6 +10,8 @@ import (
 
 	"github.com/containerd/cgroups/v3/cgroup1"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/jail-sandbox/jail/cgroups/cgroupfile"
 )
 
 // v1Controllers are the only v1 hierarchies jail touches.
@@ -101,7 +103,7 @@ func (m *v1Manager) Settle() {
 // 7 to 12 ms here; a thread moving itself needs no lock and takes 0.1 ms.
 func (m *v1Manager) enterThread() error {
 	for _, c := range v1Controllers {
-		if err := writeSmall(filepath.Join(m.dir(c), "tasks"), "0"); err != nil {
+		if err := cgroupfile.Write(filepath.Join(m.dir(c), "tasks"), "0"); err != nil {
 			return fmt.Errorf("enter cgroup %s: %w", m.path, err)
 		}
 	}
@@ -112,7 +114,7 @@ func (m *v1Manager) enterThread() error {
 // project's parent cgroup of each hierarchy, by the same lock-free path.
 func (m *v1Manager) leaveThread() error {
 	for _, c := range v1Controllers {
-		if err := writeSmall(filepath.Join(mountpoint, string(c), Parent, "tasks"), "0"); err != nil {
+		if err := cgroupfile.Write(filepath.Join(mountpoint, string(c), Parent, "tasks"), "0"); err != nil {
 			return fmt.Errorf("leave cgroup %s: %w", m.path, err)
 		}
 	}

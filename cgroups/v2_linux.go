@@ -11,6 +11,7 @@ import (
 	"github.com/containerd/cgroups/v3/cgroup2"
 	"golang.org/x/sys/unix"
 
+	"github.com/jail-sandbox/jail/cgroups/cgroupfile"
 	"github.com/jail-sandbox/jail/cgroups/janitor"
 )
 
@@ -144,7 +145,7 @@ func (m *v2Manager) Placement() (Placement, error) {
 func (m *v2Manager) Destroy() error {
 	defer m.Close()
 	// cgroup.kill (5.14+) takes every process at once, even ones forking.
-	_ = writeSmall(filepath.Join(m.dir, "cgroup.kill"), "1")
+	_ = cgroupfile.Write(filepath.Join(m.dir, "cgroup.kill"), "1")
 	return removeDirs([]string{m.dir})
 }
 

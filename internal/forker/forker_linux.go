@@ -32,6 +32,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/jail-sandbox/jail/cgroups/cgroupfile"
 	"github.com/jail-sandbox/jail/internal/control"
 	"github.com/jail-sandbox/jail/internal/spawn"
 )
@@ -331,7 +332,7 @@ func startChild(sp *control.Spawn, files []*os.File) (*exec.Cmd, *os.File, error
 	}
 	cmd.ExtraFiles = files
 	for _, tasks := range sp.CgroupEnter {
-		if err := writeTasks(tasks); err != nil {
+		if err := cgroupfile.Write(tasks, "0"); err != nil {
 			leave(sp.CgroupLeave)
 			return nil, nil, fmt.Errorf("cgroup: enter %s: %w", tasks, err)
 		}
@@ -360,25 +361,11 @@ func startChild(sp *control.Spawn, files []*os.File) (*exec.Cmd, *os.File, error
 func leave(tasks []string) error {
 	var first error
 	for _, t := range tasks {
-		if err := writeTasks(t); err != nil && first == nil {
+		if err := cgroupfile.Write(t, "0"); err != nil && first == nil {
 			first = fmt.Errorf("cgroup: leave %s: %w", t, err)
 		}
 	}
 	return first
-}
-
-// writeTasks writes "0" to a v1 tasks file: the calling thread moves itself.
-// Plain system calls: package os would register the file, which can be
-// polled, with Go's poller, four calls more on each of eight writes a spawn
-// makes.
-func writeTasks(path string) error {
-	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	_, err = unix.Write(fd, []byte("0"))
-	return err
 }
 
 // attrOf is the SysProcAttr a spawn describes.
