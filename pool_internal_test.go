@@ -3,6 +3,8 @@ package jail
 import (
 	"testing"
 	"time"
+
+	"github.com/jail-sandbox/jail/cgroups"
 )
 
 // TestPoolRebuildsOldSandboxes: a ready sandbox that waited its maximum age
@@ -110,5 +112,78 @@ func TestPoolOutlivesItsForker(t *testing.T) {
 	}
 	if err := pool.Close(); err != nil {
 		t.Errorf("Close: %v", err)
+	}
+}
+
+// spareCount is how many cgroups the pool keeps for reuse.
+func (pool *Pool) spareCount() int {
+	pool.spares.mu.Lock()
+	defer pool.spares.mu.Unlock()
+	return len(pool.spares.kept)
+}
+
+// TestPoolRunsCountOnlyTheirOwnUse: a run in a cgroup that an earlier run
+// of the pool used reports only its own peak memory, CPU time and OOM
+// kills. On cgroup v1 the cgroups are reused (the test checks they are);
+// on v2 they are not (Manager.Reuse), and none is kept.
+func TestPoolRunsCountOnlyTheirOwnUse(t *testing.T) {
+	layout, _ := cgroups.Detect()
+	if layout.Version == cgroups.None {
+		t.Skip("no cgroups")
+	}
+	pool, err := NewPool(Spec{Memory: 64 << 20}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	pool.waitReady(5 * time.Second)
+	run := func(script string) Result {
+		t.Helper()
+		res, err := pool.Run(t.Context(), Spec{Command: []string{"sh", "-c", script}, Memory: 64 << 20})
+		if err != nil {
+			t.Fatalf("%s: %v", script, err)
+		}
+		return res
+	}
+	// A spare is kept once the run's init is reaped, in the background.
+	spareKept := func() bool {
+		for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if pool.spareCount() > 0 {
+				return true
+			}
+		}
+		return false
+	}
+	checkReuse := func(after string) {
+		t.Helper()
+		kept := spareKept()
+		if layout.Version == cgroups.V1 && !kept {
+			t.Fatalf("no cgroup kept for reuse after %s", after)
+		}
+		if layout.Version == cgroups.V2 && kept {
+			t.Fatalf("a v2 cgroup kept for reuse after %s", after)
+		}
+	}
+
+	heavy := run("dd if=/dev/zero of=/dev/null bs=40M count=20 2>/dev/null")
+	if heavy.PeakMemoryBytes < 40<<20 || heavy.OOMKilled {
+		t.Fatalf("40 MB buffer: %+v", heavy)
+	}
+	t.Logf("40 MB run: peak %d, cpu %d ms", heavy.PeakMemoryBytes, heavy.CPUMS)
+	checkReuse("a 40 MB run")
+	for i := 0; i < 3; i++ {
+		light := run("true")
+		if light.PeakMemoryBytes > 8<<20 || light.OOMKilled || light.CPUMS >= heavy.CPUMS && heavy.CPUMS > 20 {
+			t.Errorf("true after a 40 MB run: peak %d bytes, %d ms CPU (the heavy one: %d ms), OOM %v",
+				light.PeakMemoryBytes, light.CPUMS, heavy.CPUMS, light.OOMKilled)
+		}
+	}
+
+	if killed := run("dd if=/dev/zero of=/dev/null bs=100M count=1 2>/dev/null"); !killed.OOMKilled {
+		t.Fatalf("100 MB buffer under a 64 MB limit: %+v", killed)
+	}
+	checkReuse("an OOM kill")
+	if after := run("true"); after.OOMKilled || after.ExitCode != 0 {
+		t.Errorf("true after an OOM kill: %+v", after)
 	}
 }

@@ -83,7 +83,7 @@ func TestPoolKeepsRunSemantics(t *testing.T) {
 }
 
 // TestPoolCloseLeavesNothing: closing a pool ends its ready sandboxes and
-// removes their cgroups.
+// removes their cgroups, and those it kept for reuse.
 func TestPoolCloseLeavesNothing(t *testing.T) {
 	before := map[string]bool{}
 	for _, c := range jailCgroups(t) {
@@ -105,6 +105,14 @@ func TestPoolCloseLeavesNothing(t *testing.T) {
 	if os.Geteuid() == 0 && len(fresh()) < 2 {
 		t.Errorf("no cgroups for the ready sandboxes: %v", fresh())
 	}
+	// Runs leave their cgroups to the pool for reuse (on v1): Close
+	// removes those too.
+	for i := 0; i < 3; i++ {
+		if _, err := pool.Run(context.Background(), jail.Spec{Command: []string{"true"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
 	pool.Close()
 	deadline := time.Now().Add(2 * time.Second)
 	for len(fresh()) > 0 && time.Now().Before(deadline) {

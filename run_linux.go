@@ -118,6 +118,9 @@ type supervisor struct {
 	// once nothing of the sandbox is left on the host.
 	watch  *janitor.Watch
 	forker *forker.Forker
+	// spares, when set, are the cgroups of a Pool's ended sandboxes that
+	// this one may take in place of a new one, and gives its own to.
+	spares *spareCgroups
 	// byForker: the forker starts this sandbox's init (decided in boot).
 	byForker bool
 	// unmapped: the init was started before its id maps were written
@@ -519,10 +522,18 @@ func (s *supervisor) createCgroup() error {
 	if s.plan.cgroup.Version == cgroups.None {
 		return nil
 	}
-	name := sandboxName()
-	paths := cgroups.PathsFor(s.plan.cgroup, name)
 	started := make(chan janitorHandle, 1)
 	s.janitor = started
+	if s.spares != nil {
+		// Its janitor watches it still: it was never forgotten.
+		if cg := s.spares.take(s.plan.cgroup, s.plan.limits); cg != nil {
+			s.cgroup = cg
+			started <- s.watched(cg.Paths())
+			return nil
+		}
+	}
+	name := sandboxName()
+	paths := cgroups.PathsFor(s.plan.cgroup, name)
 	if s.watch != nil && s.watch.Add(paths) == nil {
 		started <- s.watched(paths)
 	} else {
@@ -560,6 +571,10 @@ func (s *supervisor) createCgroup() error {
 func (s *supervisor) watched(paths []string) janitorHandle {
 	return janitorHandle{watched: true, release: func(destroyed bool) {
 		forget := func() {
+			if !destroyed && s.spares != nil && s.cgroup != nil && s.spares.give(s.plan.cgroup, s.plan.limits, s.cgroup) {
+				s.done()
+				return
+			}
 			if destroyed || s.cgroup == nil || s.cgroup.Destroy() == nil {
 				_ = s.watch.Forget(paths)
 			}
@@ -601,6 +616,11 @@ func (s *supervisor) janitorStarted() bool {
 func (s *supervisor) destroyCgroup() {
 	if s.cgroup != nil {
 		s.cgroup.Settle()
+	}
+	if s.cgroup != nil && s.spares != nil && s.janitorStarted() && s.janitorState.watched {
+		// Offered for reuse, or else removed, once the init is reaped.
+		s.janitorState.release(false)
+		return
 	}
 	destroyed := false
 	if s.cgroup != nil && !s.leftToJanitor {

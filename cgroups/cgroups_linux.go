@@ -15,7 +15,8 @@
 // itself, the init's thread that forks the command (Placement's Enter
 // files, which the supervisor opens and the init writes). On v2 the init is
 // cloned into its cgroup. A sandbox's cgroup is removed
-// when the sandbox ends, and a janitor process (package janitor) removes it
+// when the sandbox ends (or, for a pool, readied for the next sandbox: see
+// Manager.Reuse), and a janitor process (package janitor) removes it
 // even when the supervisor is SIGKILLed. A Manager holds its directories
 // from their making until Destroy or Close, so that no janitor's sweep
 // takes them while they are empty and still in use.
@@ -98,7 +99,19 @@ type Manager interface {
 	// as Start does here (jail's forker), or moves itself in (an init
 	// started before the cgroup, on v1).
 	Placement() (Placement, error)
+	// Reuse readies the cgroup of a sandbox that is gone for another
+	// sandbox with the same limits, as if it were new: it checks that no
+	// task is left in it, has the kernel reclaim the memory still charged
+	// to it (page cache the sandbox read), and starts its counters afresh,
+	// so that Usage reports only what the next sandbox uses. An error
+	// means the cgroup is not fit for reuse (ErrNotReusable where the
+	// kernel cannot restart the counters); Destroy it then.
+	Reuse() error
 }
+
+// ErrNotReusable: this kernel cannot start a cgroup's counters afresh
+// (Manager.Reuse).
+var ErrNotReusable = errors.New("cgroup: counters cannot be reset here")
 
 // Placement is how a forking thread gets a child born in a cgroup: on v1 it
 // writes "0" to each of the Enter tasks files before the fork and to each

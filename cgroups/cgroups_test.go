@@ -116,3 +116,74 @@ func TestStartThenSettle(t *testing.T) {
 		}
 	}
 }
+
+// TestReuseRefusesWhatIsStillInUse: a cgroup is readied for another
+// sandbox only once no task is left in it and no more than the kernel's
+// reserves stay charged to it (on v1; v2 never reuses); once readied, its
+// counters start afresh.
+func TestReuseRefusesWhatIsStillInUse(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	l, err := Detect()
+	if err != nil || l.Version == None {
+		t.Skipf("no cgroups: %v", err)
+	}
+	m, err := New(l, fmt.Sprintf("test-reuse-%d", os.Getpid()), benchLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Destroy()
+	if l.Version == V2 {
+		if err := m.Reuse(); err != ErrNotReusable {
+			t.Errorf("v2 reuse: %v, want ErrNotReusable", err)
+		}
+		return
+	}
+	runIn := func(script string) *exec.Cmd {
+		t.Helper()
+		cmd := exec.Command("sh", "-c", script)
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+		hold := make(chan struct{})
+		defer close(hold)
+		if err := m.Start(cmd.SysProcAttr, cmd.Start, hold); err != nil {
+			t.Fatal(err)
+		}
+		m.Settle()
+		return cmd
+	}
+
+	sleeper := runIn("exec sleep 10")
+	if err := m.Reuse(); err == nil {
+		t.Error("reused with a task in it")
+	}
+	_ = sleeper.Process.Kill()
+	_ = sleeper.Wait()
+
+	// Page cache of a new file stays charged to the cgroup that wrote it
+	// until the file goes.
+	file := filepath.Join("/var/tmp", fmt.Sprintf("jail-reuse-%d", os.Getpid()))
+	defer os.Remove(file)
+	if err := runIn("dd if=/dev/zero of=" + file + " bs=1M count=8 2>/dev/null").Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Reuse(); err == nil {
+		t.Error("reused with 8 MB of page cache charged")
+	}
+	os.Remove(file)
+
+	if err := runIn("dd if=/dev/zero of=/dev/null bs=16M count=4 2>/dev/null").Wait(); err != nil {
+		t.Fatal(err)
+	}
+	used, err := m.Usage()
+	if err != nil || used.PeakMemory < 16<<20 || used.CPU == 0 {
+		t.Fatalf("usage of a 16 MB run: %+v %v", used, err)
+	}
+	if err := m.Reuse(); err != nil {
+		t.Fatalf("reuse once the sandbox is gone: %v", err)
+	}
+	after, err := m.Usage()
+	if err != nil || after.PeakMemory > maxLeftCharged || after.CPU != 0 || after.OOMKills != 0 {
+		t.Errorf("usage once readied: %+v %v, want counters afresh", after, err)
+	}
+}

@@ -1,6 +1,7 @@
 package cgroups
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -24,6 +25,9 @@ type v1Manager struct {
 	// out of it again; nil before Start.
 	left chan struct{}
 	held []*os.File
+	// oomBase is the oom_kill count when the cgroup was last readied for
+	// reuse: the kernel's counter cannot be reset.
+	oomBase int64
 }
 
 // v1Hierarchy is the system's v1 hierarchies, limited to v1Controllers.
@@ -159,9 +163,63 @@ func (m *v1Manager) Usage() (Usage, error) {
 	if err != nil {
 		return u, err
 	}
-	u.OOMKills = oom["oom_kill"]
+	u.OOMKills = oom["oom_kill"] - m.oomBase
 	return u, nil
 }
+
+// Reuse: pids.current is 0 once the last task is reaped. What is still
+// charged to the cgroup then is what the sandbox left in the kernel: per-CPU
+// charge reserves (up to 64 pages a CPU, which the next charge from another
+// cgroup on that CPU gives back), kernel objects such as dentries, and
+// page cache of files it read first. The cgroup is reused only when that
+// is at most maxLeftCharged, so that a run's peak counts no more of an
+// earlier run's than a new cgroup holds in reserves after its first
+// charges. (memory.stat's split of it lags by as much; memory.force_empty
+// would reclaim it, but it drains every CPU's reserves and retries reclaim
+// on what cannot be reclaimed, which cost more than a new cgroup.) Writing
+// 0 restarts cpuacct.usage and sets each high-water mark to the usage now.
+func (m *v1Manager) Reuse() error {
+	if m.held == nil {
+		return fmt.Errorf("cgroup %s: closed", m.path)
+	}
+	m.Settle()
+	tasks, err := readInt(filepath.Join(m.dir(cgroup1.Pids), "pids.current"))
+	if err != nil {
+		return err
+	}
+	if tasks != 0 {
+		return fmt.Errorf("cgroup %s: %d tasks left", m.path, tasks)
+	}
+	memory := m.dir(cgroup1.Memory)
+	charged, err := readInt(filepath.Join(memory, "memory.usage_in_bytes"))
+	if err != nil {
+		return err
+	}
+	if charged > maxLeftCharged {
+		return fmt.Errorf("cgroup %s: %d bytes still charged", m.path, charged)
+	}
+	for _, w := range []struct{ dir, file string }{
+		{memory, "memory.max_usage_in_bytes"},
+		{memory, "memory.memsw.max_usage_in_bytes"},
+		{m.dir(cgroup1.Cpuacct), "cpuacct.usage"},
+	} {
+		err := cgroupfile.Write(filepath.Join(w.dir, w.file), "0")
+		if err != nil && !(w.file == "memory.memsw.max_usage_in_bytes" && errors.Is(err, os.ErrNotExist)) {
+			return fmt.Errorf("reset cgroup %s: %w", m.path, err)
+		}
+	}
+	oom, err := readKeyed(filepath.Join(memory, "memory.oom_control"))
+	if err != nil {
+		return err
+	}
+	m.oomBase = oom["oom_kill"]
+	m.left = nil
+	return nil
+}
+
+// maxLeftCharged bounds the memory an ended sandbox may leave charged to a
+// cgroup that is reused (Manager.Reuse): the charge reserves of four CPUs.
+const maxLeftCharged = 1 << 20
 
 func (m *v1Manager) Paths() []string { return v1Paths(m.path) }
 
