@@ -284,11 +284,17 @@ func TestServeSocketIsPrivate(t *testing.T) {
 }
 
 // TestSIGKILLedServeLeavesNothing: killing the server outright ends its
-// ready sandboxes and the runs in progress, and removes their cgroups.
+// ready sandboxes and the runs in progress, and removes their cgroups,
+// those its pools keep for reuse (after the runs before) included.
 func TestSIGKILLedServeLeavesNothing(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		s := startServe(t, m, "--pool", "2")
 		s.waitReady(t, 2)
+		for i := 0; i < 3; i++ {
+			if res, err := s.client.Run(context.Background(), api.RunRequest{Cmd: "true"}); err != nil || res.ExitCode != 0 {
+				t.Fatalf("run %d: %v %+v", i, err, res)
+			}
+		}
 		r, w := io.Pipe()
 		go func() {
 			_, _ = s.client.Stream(context.Background(), api.RunRequest{
