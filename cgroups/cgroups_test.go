@@ -76,11 +76,10 @@ func BenchmarkEnterThread(b *testing.B) {
 	}
 }
 
-// TestStartThenSettle: the init is born in the cgroup, and once Settle
-// returns nothing of the supervisor is listed there, although the forking
-// thread still lives (hold is open): what the janitor finds in the cgroup
-// is the sandbox's own.
-func TestStartThenSettle(t *testing.T) {
+// testCgroup makes a sandbox cgroup for a test, as root only, removed when
+// the test ends.
+func testCgroup(t *testing.T, prefix string) (Layout, Manager) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
 	}
@@ -88,11 +87,20 @@ func TestStartThenSettle(t *testing.T) {
 	if err != nil || l.Version == None {
 		t.Skipf("no cgroups: %v", err)
 	}
-	m, err := New(l, fmt.Sprintf("test-%d", os.Getpid()), benchLimits)
+	m, err := New(l, fmt.Sprintf("%s-%d", prefix, os.Getpid()), benchLimits)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Destroy()
+	t.Cleanup(func() { _ = m.Destroy() })
+	return l, m
+}
+
+// TestStartThenSettle: the init is born in the cgroup, and once Settle
+// returns nothing of the supervisor is listed there, although the forking
+// thread still lives (hold is open): what the janitor finds in the cgroup
+// is the sandbox's own.
+func TestStartThenSettle(t *testing.T) {
+	_, m := testCgroup(t, "test")
 	hold := make(chan struct{})
 	defer close(hold)
 	cmd := exec.Command("sleep", "10")
@@ -122,18 +130,7 @@ func TestStartThenSettle(t *testing.T) {
 // reserves stay charged to it (on v1; v2 never reuses); once readied, its
 // counters start afresh.
 func TestReuseRefusesWhatIsStillInUse(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	l, err := Detect()
-	if err != nil || l.Version == None {
-		t.Skipf("no cgroups: %v", err)
-	}
-	m, err := New(l, fmt.Sprintf("test-reuse-%d", os.Getpid()), benchLimits)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Destroy()
+	l, m := testCgroup(t, "test-reuse")
 	if l.Version == V2 {
 		if err := m.Reuse(); err != ErrNotReusable {
 			t.Errorf("v2 reuse: %v, want ErrNotReusable", err)
