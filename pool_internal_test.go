@@ -115,75 +115,126 @@ func TestPoolOutlivesItsForker(t *testing.T) {
 	}
 }
 
-// spareCount is how many cgroups the pool keeps for reuse.
-func (pool *Pool) spareCount() int {
+// spareCounts are the cgroups the pool has kept for reuse and handed out
+// so far.
+func (pool *Pool) spareCounts() (given, taken int) {
 	pool.spares.mu.Lock()
 	defer pool.spares.mu.Unlock()
-	return len(pool.spares.kept)
+	return pool.spares.given, pool.spares.taken
 }
 
 // TestPoolRunsCountOnlyTheirOwnUse: a run in a cgroup that an earlier run
 // of the pool used reports only its own peak memory, CPU time and OOM
-// kills. On cgroup v1 the cgroups are reused (the test checks they are);
-// on v2 they are not (Manager.Reuse), and none is kept.
+// kills. On cgroup v1 each run here takes the cgroup the run before it
+// left (the test checks it does: no sandbox is kept ready, so nothing else
+// takes it); on v2 cgroups are not reused (Manager.Reuse), and none is
+// kept.
 func TestPoolRunsCountOnlyTheirOwnUse(t *testing.T) {
 	layout, _ := cgroups.Detect()
 	if layout.Version == cgroups.None {
 		t.Skip("no cgroups")
 	}
-	pool, err := NewPool(Spec{Memory: 64 << 20}, 1)
+	pool, err := NewPool(Spec{Memory: 64 << 20}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	pool.waitReady(5 * time.Second)
 	run := func(script string) Result {
 		t.Helper()
+		given, taken := pool.spareCounts()
 		res, err := pool.Run(t.Context(), Spec{Command: []string{"sh", "-c", script}, Memory: 64 << 20})
 		if err != nil {
 			t.Fatalf("%s: %v", script, err)
 		}
-		return res
-	}
-	// A spare is kept once the run's init is reaped, in the background.
-	spareKept := func() bool {
-		for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-			if pool.spareCount() > 0 {
-				return true
-			}
+		_, nowTaken := pool.spareCounts()
+		if layout.Version == cgroups.V1 && given > 0 && nowTaken != taken+1 {
+			t.Fatalf("%s: did not run in the cgroup of the run before", script)
 		}
-		return false
-	}
-	checkReuse := func(after string) {
-		t.Helper()
-		kept := spareKept()
+		// The cgroup is kept once the init is reaped, in the background.
+		wait := 3 * time.Second
+		if layout.Version == cgroups.V2 {
+			wait = 300 * time.Millisecond
+		}
+		kept := false
+		for deadline := time.Now().Add(wait); !kept && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			nowGiven, _ := pool.spareCounts()
+			kept = nowGiven > given
+		}
 		if layout.Version == cgroups.V1 && !kept {
-			t.Fatalf("no cgroup kept for reuse after %s", after)
+			t.Fatalf("%s: its cgroup was not kept for reuse", script)
 		}
 		if layout.Version == cgroups.V2 && kept {
-			t.Fatalf("a v2 cgroup kept for reuse after %s", after)
+			t.Fatalf("%s: a v2 cgroup was kept for reuse", script)
 		}
+		return res
 	}
 
 	heavy := run("dd if=/dev/zero of=/dev/null bs=40M count=20 2>/dev/null")
 	if heavy.PeakMemoryBytes < 40<<20 || heavy.OOMKilled {
 		t.Fatalf("40 MB buffer: %+v", heavy)
 	}
-	t.Logf("40 MB run: peak %d, cpu %d ms", heavy.PeakMemoryBytes, heavy.CPUMS)
-	checkReuse("a 40 MB run")
-	for i := 0; i < 3; i++ {
-		light := run("true")
-		if light.PeakMemoryBytes > 8<<20 || light.OOMKilled || light.CPUMS >= heavy.CPUMS && heavy.CPUMS > 20 {
-			t.Errorf("true after a 40 MB run: peak %d bytes, %d ms CPU (the heavy one: %d ms), OOM %v",
-				light.PeakMemoryBytes, light.CPUMS, heavy.CPUMS, light.OOMKilled)
-		}
+	light := run("true")
+	if light.PeakMemoryBytes > 8<<20 || light.OOMKilled || light.CPUMS >= heavy.CPUMS && heavy.CPUMS > 20 {
+		t.Errorf("true after a 40 MB run: peak %d bytes, %d ms CPU (the heavy one: %d ms), OOM %v",
+			light.PeakMemoryBytes, light.CPUMS, heavy.CPUMS, light.OOMKilled)
 	}
-
 	if killed := run("dd if=/dev/zero of=/dev/null bs=100M count=1 2>/dev/null"); !killed.OOMKilled {
 		t.Fatalf("100 MB buffer under a 64 MB limit: %+v", killed)
 	}
-	checkReuse("an OOM kill")
 	if after := run("true"); after.OOMKilled || after.ExitCode != 0 {
 		t.Errorf("true after an OOM kill: %+v", after)
+	}
+}
+
+// fakeCgroup is a cgroup that exists only for spareCgroups' bookkeeping.
+type fakeCgroup struct {
+	cgroups.Manager
+	name     string
+	reusable bool
+}
+
+func (f *fakeCgroup) Reuse() error {
+	if !f.reusable {
+		return cgroups.ErrNotReusable
+	}
+	return nil
+}
+
+// TestSpareCgroupsKeepTheLatest: spares are handed out by their limits
+// only; past the most kept, the one kept longest goes; a cgroup that cannot
+// be readied, or one given after drain, is not kept.
+func TestSpareCgroupsKeepTheLatest(t *testing.T) {
+	var sp spareCgroups
+	v1 := cgroups.Layout{Version: cgroups.V1}
+	small, large := cgroups.Limits{Memory: 64 << 20, CPUs: 1, Pids: 64}, cgroups.Limits{Memory: 1 << 30, CPUs: 2, Pids: 256}
+	if kept, _ := sp.give(v1, small, &fakeCgroup{name: "v2", reusable: false}); kept {
+		t.Error("kept a cgroup that cannot be readied")
+	}
+	var given []*fakeCgroup
+	for i := 0; i <= maxSpareCgroups; i++ {
+		cg := &fakeCgroup{name: string(rune('a' + i)), reusable: true}
+		given = append(given, cg)
+		kept, evicted := sp.give(v1, large, cg)
+		if !kept {
+			t.Fatalf("spare %d not kept", i)
+		}
+		if want := i == maxSpareCgroups; (evicted != nil) != want || want && evicted != given[0] {
+			t.Fatalf("spare %d: evicted %v", i, evicted)
+		}
+	}
+	if cg := sp.take(v1, small); cg != nil {
+		t.Errorf("took a cgroup of other limits: %v", cg)
+	}
+	if cg := sp.take(cgroups.Layout{Version: cgroups.V2}, large); cg != nil {
+		t.Errorf("took a cgroup of another layout: %v", cg)
+	}
+	if cg := sp.take(v1, large); cg != given[1] {
+		t.Errorf("took %v, want the oldest still kept", cg)
+	}
+	if left := sp.drain(); len(left) != maxSpareCgroups-1 {
+		t.Errorf("drained %d, want %d", len(left), maxSpareCgroups-1)
+	}
+	if kept, _ := sp.give(v1, large, &fakeCgroup{reusable: true}); kept {
+		t.Error("kept a cgroup after drain")
 	}
 }

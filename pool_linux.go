@@ -75,6 +75,9 @@ type spareCgroups struct {
 	mu     sync.Mutex
 	closed bool
 	kept   []spareCgroup
+	// given and taken count the cgroups kept and handed out so far (for
+	// tests).
+	given, taken int
 }
 
 type spareCgroup struct {
@@ -94,6 +97,7 @@ func (sp *spareCgroups) take(layout cgroups.Layout, limits cgroups.Limits) cgrou
 	for i, k := range sp.kept {
 		if k.layout == layout && k.limits == limits {
 			sp.kept = append(sp.kept[:i], sp.kept[i+1:]...)
+			sp.taken++
 			return k.cgroup
 		}
 	}
@@ -101,21 +105,43 @@ func (sp *spareCgroups) take(layout cgroups.Layout, limits cgroups.Limits) cgrou
 }
 
 // give readies cg, whose sandbox is gone, for reuse and keeps it; false
-// means the caller removes it: it cannot be reused, or enough are kept.
-func (sp *spareCgroups) give(layout cgroups.Layout, limits cgroups.Limits, cg cgroups.Manager) bool {
+// means the caller removes it: it cannot be reused, or the pool is
+// closing. When enough are kept, the one kept longest goes (evicted, for
+// the caller to remove), so the limits asked for lately win over those of
+// a burst long past.
+func (sp *spareCgroups) give(layout cgroups.Layout, limits cgroups.Limits, cg cgroups.Manager) (kept bool, evicted cgroups.Manager) {
 	sp.mu.Lock()
-	full := sp.closed || len(sp.kept) >= maxSpareCgroups
+	closed := sp.closed
 	sp.mu.Unlock()
-	if full || cg.Reuse() != nil {
-		return false
+	if closed || !readied(cg) {
+		return false, nil
 	}
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	if sp.closed || len(sp.kept) >= maxSpareCgroups {
-		return false
+	if sp.closed {
+		return false, nil
+	}
+	if len(sp.kept) >= maxSpareCgroups {
+		evicted = sp.kept[0].cgroup
+		sp.kept = sp.kept[1:]
 	}
 	sp.kept = append(sp.kept, spareCgroup{layout: layout, limits: limits, cgroup: cg})
-	return true
+	sp.given++
+	return true, evicted
+}
+
+// readied readies cg for reuse. The kernel frees what a sandbox's
+// namespaces held (its mounts, its network namespace) in the background
+// after the last task is gone, within about 20 ms here, and until then
+// it is still charged to the cgroup: once more, a little later, before
+// giving up on it.
+func readied(cg cgroups.Manager) bool {
+	err := cg.Reuse()
+	if errors.Is(err, cgroups.ErrStillCharged) {
+		time.Sleep(25 * time.Millisecond)
+		err = cg.Reuse()
+	}
+	return err == nil
 }
 
 // drain takes every spare and keeps no more.

@@ -571,9 +571,15 @@ func (s *supervisor) createCgroup() error {
 func (s *supervisor) watched(paths []string) janitorHandle {
 	return janitorHandle{watched: true, release: func(destroyed bool) {
 		forget := func() {
-			if !destroyed && s.spares != nil && s.cgroup != nil && s.spares.give(s.plan.cgroup, s.plan.limits, s.cgroup) {
-				s.done()
-				return
+			if !destroyed && s.spares != nil && s.cgroup != nil {
+				kept, evicted := s.spares.give(s.plan.cgroup, s.plan.limits, s.cgroup)
+				if evicted != nil && evicted.Destroy() == nil {
+					_ = s.watch.Forget(evicted.Paths())
+				}
+				if kept {
+					s.done()
+					return
+				}
 			}
 			if destroyed || s.cgroup == nil || s.cgroup.Destroy() == nil {
 				_ = s.watch.Forget(paths)

@@ -113,6 +113,10 @@ type Manager interface {
 // (Manager.Reuse).
 var ErrNotReusable = errors.New("cgroup: counters cannot be reset here")
 
+// ErrStillCharged: more memory is still charged to the cgroup than a
+// reused one may start with (Manager.Reuse).
+var ErrStillCharged = errors.New("cgroup: memory still charged")
+
 // Placement is how a forking thread gets a child born in a cgroup: on v1 it
 // writes "0" to each of the Enter tasks files before the fork and to each
 // of Leave after; on v2 it clones the child into Dir (the caller closes

@@ -196,7 +196,7 @@ func (m *v1Manager) Reuse() error {
 		return err
 	}
 	if charged > maxLeftCharged {
-		return fmt.Errorf("cgroup %s: %d bytes still charged", m.path, charged)
+		return fmt.Errorf("%w: %s, %d bytes", ErrStillCharged, m.path, charged)
 	}
 	for _, w := range []struct{ dir, file string }{
 		{memory, "memory.max_usage_in_bytes"},
