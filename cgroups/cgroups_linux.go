@@ -101,11 +101,12 @@ type Manager interface {
 	Placement() (Placement, error)
 	// Reuse readies the cgroup of a sandbox that is gone for another
 	// sandbox with the same limits, as if it were new: it checks that no
-	// task is left in it, has the kernel reclaim the memory still charged
-	// to it (page cache the sandbox read), and starts its counters afresh,
-	// so that Usage reports only what the next sandbox uses. An error
-	// means the cgroup is not fit for reuse (ErrNotReusable where the
-	// kernel cannot restart the counters); Destroy it then.
+	// task is left in it and that no more memory stays charged to it than
+	// the kernel's own reserves and objects (ErrStillCharged otherwise),
+	// and starts its counters afresh, so that Usage reports only what the
+	// next sandbox uses. An error means the cgroup is not fit for reuse
+	// (ErrNotReusable where the kernel cannot restart the counters);
+	// Destroy it then.
 	Reuse() error
 }
 

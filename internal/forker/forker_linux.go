@@ -245,6 +245,8 @@ func Main() {
 	// process: a child's parent-death signal is bound to its forking
 	// thread.
 	runtime.LockOSThread()
+	// One P: a second only woke idle threads (0.2-0.3 ms of machine CPU
+	// per sandbox, measured when the forker still had goroutines).
 	runtime.GOMAXPROCS(1)
 	conn := control.FromFD(3)
 	devNull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
