@@ -249,10 +249,6 @@ func Main() {
 	// per sandbox, measured when the forker still had goroutines).
 	runtime.GOMAXPROCS(1)
 	conn := control.FromFD(3)
-	devNull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-	if err != nil {
-		os.Exit(1)
-	}
 	children := map[int]*child{} // by pidfd
 	for {
 		polled := []unix.PollFd{{Fd: 3, Events: unix.POLLIN}}
@@ -289,7 +285,7 @@ func Main() {
 			_ = conn.Send(control.Message{Kind: control.KindError, Reason: "forker: expected a spawn, got " + msg.Kind})
 			continue
 		}
-		c, err := startChild(msg.Spawn, files, devNull)
+		c, err := startChild(msg.Spawn, files)
 		closeFiles(files)
 		if err != nil {
 			_ = conn.Send(control.Message{Kind: control.KindError, Reason: err.Error()})
@@ -329,12 +325,11 @@ func (c *child) reap() (control.Message, bool) {
 	return m, true
 }
 
-// startChild starts the child sp describes with its pidfd. Standard
-// streams the spawn does not send are devNull, as exec.Cmd would make them.
-func startChild(sp *control.Spawn, files []*os.File, devNull *os.File) (*child, error) {
+// startChild starts the child sp describes with its pidfd.
+func startChild(sp *control.Spawn, files []*os.File) (*child, error) {
 	take := func(want bool) (*os.File, error) {
 		if !want {
-			return devNull, nil
+			return nil, nil // spawn.Start gives it /dev/null
 		}
 		if len(files) == 0 {
 			return nil, errors.New("forker: fewer files than the spawn says")
@@ -343,13 +338,13 @@ func startChild(sp *control.Spawn, files []*os.File, devNull *os.File) (*child, 
 		files = files[1:]
 		return f, nil
 	}
-	var fds []uintptr
+	var childFiles []*os.File
 	for _, want := range []bool{sp.Stdin, sp.Stdout, sp.Stderr} {
 		f, err := take(want)
 		if err != nil {
 			return nil, err
 		}
-		fds = append(fds, f.Fd())
+		childFiles = append(childFiles, f)
 	}
 	attr := attrOf(sp)
 	if sp.CgroupDir {
@@ -360,9 +355,7 @@ func startChild(sp *control.Spawn, files []*os.File, devNull *os.File) (*child, 
 		files = files[:len(files)-1]
 		attr.UseCgroupFD, attr.CgroupFD = true, int(dir.Fd())
 	}
-	for _, f := range files {
-		fds = append(fds, f.Fd())
-	}
+	childFiles = append(childFiles, files...)
 	pidfd := -1
 	attr.PidFD = &pidfd
 	env := sp.Env
@@ -375,10 +368,10 @@ func startChild(sp *control.Spawn, files []*os.File, devNull *os.File) (*child, 
 			return nil, fmt.Errorf("cgroup: enter %s: %w", tasks, err)
 		}
 	}
-	pid, err := syscall.ForkExec(sp.Path, sp.Args, &syscall.ProcAttr{Env: env, Files: fds, Sys: attr})
+	pid, err := spawn.Start(sp.Path, sp.Args, env, childFiles, attr)
 	if err != nil {
 		leave(sp.CgroupLeave)
-		return nil, fmt.Errorf("start: %w", err)
+		return nil, err
 	}
 	c := &child{pid: pid, pidfd: os.NewFile(uintptr(pidfd), "pidfd")}
 	if err := leave(sp.CgroupLeave); err != nil {
