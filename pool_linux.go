@@ -21,8 +21,8 @@ import (
 // exec; the pool builds a replacement in the background.
 //
 // Every sandbox still runs exactly one command and is torn down after it:
-// nothing is shared between runs but, on cgroup v1, the emptied cgroup
-// (spareCgroups). A sandbox fits a request when the request
+// nothing is shared between runs but the emptied cgroup (spareCgroups; on
+// v2 only from Linux 6.12). A sandbox fits a request when the request
 // would build the very same sandbox (same root, mounts, limits, profile,
 // identity and host name); only the command, its environment and working
 // directory, stdin and the run's timeout and output options may differ. The

@@ -25,6 +25,7 @@ package cgroups
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -281,6 +282,16 @@ func readKeyed(path string) (map[string]int64, error) {
 		}
 	}
 	return out, nil
+}
+
+// readIntAt reads a single number from the start of an open cgroup file.
+func readIntAt(f *os.File) (int64, error) {
+	buf := make([]byte, 64)
+	n, err := f.ReadAt(buf, 0)
+	if err != nil && err != io.EOF {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(buf[:n])), 10, 64)
 }
 
 func readInt(path string) (int64, error) {

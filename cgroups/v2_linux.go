@@ -25,6 +25,11 @@ type v2Manager struct {
 	// cloned into it. Nil once closed.
 	held *os.File
 	peak bool // the kernel keeps memory.peak (Linux 5.19+)
+	// Once the cgroup is readied for reuse: peakFile is memory.peak as
+	// opened then, whose reads give the peak since (it was written to),
+	// and cpuBase and oomBase the counters then, which cannot be reset.
+	peakFile         *os.File
+	cpuBase, oomBase int64
 }
 
 func newV2(l Layout, name string, limits Limits) (Manager, error) {
@@ -115,8 +120,13 @@ func (m *v2Manager) Usage() (Usage, error) {
 	if err != nil {
 		return u, err
 	}
-	u.CPU = time.Duration(cpu["usage_usec"]) * time.Microsecond
-	if m.peak {
+	u.CPU = time.Duration(cpu["usage_usec"]-m.cpuBase) * time.Microsecond
+	switch {
+	case m.peakFile != nil:
+		if u.PeakMemory, err = readIntAt(m.peakFile); err != nil {
+			return u, err
+		}
+	case m.peak:
 		if u.PeakMemory, err = readInt(filepath.Join(m.dir, "memory.peak")); err != nil {
 			return u, err
 		}
@@ -125,14 +135,57 @@ func (m *v2Manager) Usage() (Usage, error) {
 	if err != nil {
 		return u, err
 	}
-	u.OOMKills = events["oom_kill"]
+	u.OOMKills = events["oom_kill"] - m.oomBase
 	return u, nil
 }
 
-// Reuse: not on v2 yet. memory.peak restarts only through a file
-// descriptor that wrote to it (Linux 6.12), and no cgroup v2 kernel with
-// that is at hand to test it on.
-func (m *v2Manager) Reuse() error { return ErrNotReusable }
+// Reuse: as on v1 (populated 0 once the last task is gone, at most
+// maxLeftCharged still charged), but the counters restart differently:
+// memory.peak restarts only for reads through a descriptor that wrote to it
+// (Linux 6.12; before, the file cannot be opened for writing, and the cgroup
+// is not reusable), and cpu.stat and memory.events are read as bases.
+func (m *v2Manager) Reuse() error {
+	if m.held == nil {
+		return fmt.Errorf("cgroup %s: closed", m.dir)
+	}
+	events, err := readKeyed(filepath.Join(m.dir, "cgroup.events"))
+	if err != nil {
+		return err
+	}
+	if events["populated"] != 0 {
+		return fmt.Errorf("cgroup %s: tasks left", m.dir)
+	}
+	charged, err := readInt(filepath.Join(m.dir, "memory.current"))
+	if err != nil {
+		return err
+	}
+	if charged > maxLeftCharged {
+		return fmt.Errorf("%w: %s, %d bytes", ErrStillCharged, m.dir, charged)
+	}
+	peak, err := cgroupfile.OpenReadWrite(filepath.Join(m.dir, "memory.peak"))
+	if err != nil {
+		return ErrNotReusable
+	}
+	if _, err := peak.WriteString("reset"); err != nil {
+		peak.Close()
+		return ErrNotReusable
+	}
+	cpu, err := readKeyed(filepath.Join(m.dir, "cpu.stat"))
+	if err != nil {
+		peak.Close()
+		return err
+	}
+	memEvents, err := readKeyed(filepath.Join(m.dir, "memory.events"))
+	if err != nil {
+		peak.Close()
+		return err
+	}
+	if m.peakFile != nil {
+		m.peakFile.Close()
+	}
+	m.peakFile, m.cpuBase, m.oomBase = peak, cpu["usage_usec"], memEvents["oom_kill"]
+	return nil
+}
 
 func (m *v2Manager) Paths() []string { return []string{m.dir} }
 
@@ -158,5 +211,9 @@ func (m *v2Manager) Close() {
 	if m.held != nil {
 		m.held.Close()
 		m.held = nil
+	}
+	if m.peakFile != nil {
+		m.peakFile.Close()
+		m.peakFile = nil
 	}
 }

@@ -70,3 +70,14 @@ func OpenWrite(path string) (*os.File, error) {
 	}
 	return os.NewFile(uintptr(fd), path), nil
 }
+
+// OpenReadWrite opens a cgroup file for reading and writing, for a file
+// whose reads depend on what was written through the same descriptor
+// (memory.peak); os.File's ReadAt and Write on it are plain system calls.
+func OpenReadWrite(path string) (*os.File, error) {
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
