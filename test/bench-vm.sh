@@ -7,6 +7,10 @@
 #   make build && go build -o bin/startbench ./test/startbench
 #   ../shared/tools/vm-cgroup2/run.sh -- sh test/bench-vm.sh -n 30 -throughput 0 \
 #       -only 'jail,bwrap,jail serve,jail serve --pool 0' -json bin/bench-vm.json
+#
+# run.sh boots the newest kernel in /boot: where .ci/run has installed
+# Debian 12's 6.12 beside the stock 6.1, set VM_KERNEL=/boot/vmlinuz-6.1...
+# to compare with the README's figures, which are 6.1's.
 set -e
 repo=$(pwd)
 mkdir -p /dev/shm/jail-bench
