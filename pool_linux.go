@@ -144,6 +144,15 @@ func readied(cg cgroups.Manager) bool {
 	return err == nil
 }
 
+// removeWatched removes cg, which w watches, and has w forget it.
+func removeWatched(w *janitor.Watch, cg cgroups.Manager) error {
+	err := cg.Destroy()
+	if err == nil {
+		_ = w.Forget(cg.Paths())
+	}
+	return err
+}
+
 // drain takes every spare and keeps no more.
 func (sp *spareCgroups) drain() []cgroups.Manager {
 	sp.mu.Lock()
@@ -399,11 +408,7 @@ func (pool *Pool) Close() error {
 	pool.active.Wait()
 	var errs []error
 	for _, cg := range pool.spares.drain() {
-		if err := cg.Destroy(); err == nil {
-			_ = pool.watch.Forget(cg.Paths())
-		} else {
-			errs = append(errs, err)
-		}
+		errs = append(errs, removeWatched(pool.watch, cg))
 	}
 	if pool.forker != nil {
 		errs = append(errs, pool.forker.Close())

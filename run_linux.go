@@ -573,8 +573,8 @@ func (s *supervisor) watched(paths []string) janitorHandle {
 		forget := func() {
 			if !destroyed && s.spares != nil && s.cgroup != nil {
 				kept, evicted := s.spares.give(s.plan.cgroup, s.plan.limits, s.cgroup)
-				if evicted != nil && evicted.Destroy() == nil {
-					_ = s.watch.Forget(evicted.Paths())
+				if evicted != nil {
+					_ = removeWatched(s.watch, evicted)
 				}
 				if kept {
 					s.done()

@@ -191,12 +191,8 @@ func (m *v1Manager) Reuse() error {
 		return fmt.Errorf("cgroup %s: %d tasks left", m.path, tasks)
 	}
 	memory := m.dir(cgroup1.Memory)
-	charged, err := readInt(filepath.Join(memory, "memory.usage_in_bytes"))
-	if err != nil {
+	if err := checkLeftCharged(filepath.Join(memory, "memory.usage_in_bytes")); err != nil {
 		return err
-	}
-	if charged > maxLeftCharged {
-		return fmt.Errorf("%w: %s, %d bytes", ErrStillCharged, m.path, charged)
 	}
 	for _, w := range []struct{ dir, file string }{
 		{memory, "memory.max_usage_in_bytes"},
@@ -213,13 +209,26 @@ func (m *v1Manager) Reuse() error {
 		return err
 	}
 	m.oomBase = oom["oom_kill"]
-	m.left = nil
 	return nil
 }
 
 // maxLeftCharged bounds the memory an ended sandbox may leave charged to a
 // cgroup that is reused (Manager.Reuse): the charge reserves of four CPUs.
 const maxLeftCharged = 1 << 20
+
+// checkLeftCharged is ErrStillCharged when the usage file (v1's
+// memory.usage_in_bytes, v2's memory.current) says more than
+// maxLeftCharged.
+func checkLeftCharged(usage string) error {
+	charged, err := readInt(usage)
+	if err != nil {
+		return err
+	}
+	if charged > maxLeftCharged {
+		return fmt.Errorf("%w: %s, %d bytes", ErrStillCharged, filepath.Dir(usage), charged)
+	}
+	return nil
+}
 
 func (m *v1Manager) Paths() []string { return v1Paths(m.path) }
 

@@ -155,12 +155,8 @@ func (m *v2Manager) Reuse() error {
 	if events["populated"] != 0 {
 		return fmt.Errorf("cgroup %s: tasks left", m.dir)
 	}
-	charged, err := readInt(filepath.Join(m.dir, "memory.current"))
-	if err != nil {
+	if err := checkLeftCharged(filepath.Join(m.dir, "memory.current")); err != nil {
 		return err
-	}
-	if charged > maxLeftCharged {
-		return fmt.Errorf("%w: %s, %d bytes", ErrStillCharged, m.dir, charged)
 	}
 	peak, err := cgroupfile.OpenReadWrite(filepath.Join(m.dir, "memory.peak"))
 	if err != nil {

@@ -63,19 +63,15 @@ func Write(path, data string) error {
 
 // OpenWrite opens a cgroup file for writing, for a file to hand to another
 // process (os.NewFile leaves a blocking descriptor out of the poller).
-func OpenWrite(path string) (*os.File, error) {
-	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	return os.NewFile(uintptr(fd), path), nil
-}
+func OpenWrite(path string) (*os.File, error) { return open(path, unix.O_WRONLY) }
 
 // OpenReadWrite opens a cgroup file for reading and writing, for a file
 // whose reads depend on what was written through the same descriptor
 // (memory.peak); os.File's ReadAt and Write on it are plain system calls.
-func OpenReadWrite(path string) (*os.File, error) {
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC, 0)
+func OpenReadWrite(path string) (*os.File, error) { return open(path, unix.O_RDWR) }
+
+func open(path string, mode int) (*os.File, error) {
+	fd, err := unix.Open(path, mode|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
