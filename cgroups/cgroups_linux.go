@@ -2,7 +2,9 @@
 // memory (swap included), CPU and number of tasks, and reads back how much it
 // used and whether the kernel's OOM killer struck. It works on cgroup v2
 // (unified) and v1, including systemd's hybrid layout where the v2 hierarchy
-// carries no controllers, through containerd/cgroups.
+// carries no controllers. It writes the few limit files itself, with what
+// containerd/cgroups writes for the same limits (limits_linux.go says why;
+// a test holds the two to the same result).
 //
 // Invariants: only the memory, cpu(acct) and pids controllers are touched;
 // every cgroup jail creates lives under a parent named Parent (at the root of

@@ -9,17 +9,14 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/containerd/cgroups/v3/cgroup1"
-	specs "github.com/opencontainers/runtime-spec/specs-go"
-
 	"github.com/jail-sandbox/jail/cgroups/cgroupfile"
 )
 
-// v1Controllers are the only v1 hierarchies jail touches.
-var v1Controllers = []cgroup1.Name{cgroup1.Memory, cgroup1.Cpu, cgroup1.Cpuacct, cgroup1.Pids}
+// v1Controllers are the only v1 hierarchies jail touches, by the names
+// they are mounted under.
+var v1Controllers = []string{"memory", "cpu", "cpuacct", "pids"}
 
 type v1Manager struct {
-	cg   cgroup1.Cgroup
 	path string // below each hierarchy's root: /jail/<name>
 	// left is closed once the thread that Start moved into the cgroup is
 	// out of it again; nil before Start.
@@ -30,38 +27,42 @@ type v1Manager struct {
 	oomBase int64
 }
 
-// v1Hierarchy is the system's v1 hierarchies, limited to v1Controllers.
-// They are built directly rather than by cgroup1.Default, which probes
-// every controller the host has (hugetlb, devices, the user namespace):
-// Detect already checked that these four are mounted under mountpoint.
-func v1Hierarchy() ([]cgroup1.Subsystem, error) {
-	return []cgroup1.Subsystem{
-		cgroup1.NewMemory(mountpoint), cgroup1.NewCpu(mountpoint),
-		cgroup1.NewCpuacct(mountpoint), cgroup1.NewPids(mountpoint),
-	}, nil
-}
-
+// newV1 makes the cgroup in each of the four hierarchies (and the
+// project's parent there, the first time) and writes the limits. A
+// sandbox's directory that exists already is an error: it is someone
+// else's.
 func newV1(name string, limits Limits) (Manager, error) {
 	path := "/" + Parent + "/" + name
-	quota, period := cpuQuota(limits.CPUs)
-	// The runtime spec's Swap is memory plus swap: equal to the limit,
-	// no swapping past it.
-	resources := &specs.LinuxResources{
-		Memory: &specs.LinuxMemory{Limit: &limits.Memory, Swap: &limits.Memory},
-		CPU:    &specs.LinuxCPU{Quota: &quota, Period: &period},
-		Pids:   &specs.LinuxPids{Limit: &limits.Pids},
+	made, err := makeV1Dirs(path)
+	if err == nil {
+		err = apply(v1Settings(path, limits))
 	}
-	cg, err := cgroup1.New(cgroup1.StaticPath(path), resources, cgroup1.WithHierarchy(v1Hierarchy))
 	if err != nil {
-		_ = removeDirs(v1Paths(path))
+		_ = removeDirs(made)
 		return nil, fmt.Errorf("create cgroup %s: %w", path, err)
 	}
-	held, err := hold(v1Paths(path))
+	held, err := hold(made)
 	if err != nil {
-		_ = removeDirs(v1Paths(path))
+		_ = removeDirs(made)
 		return nil, err
 	}
-	return &v1Manager{cg: cg, path: path, held: held}, nil
+	return &v1Manager{path: path, held: held}, nil
+}
+
+// makeV1Dirs makes path in each hierarchy and returns what it made, also
+// when it fails part way.
+func makeV1Dirs(path string) ([]string, error) {
+	var made []string
+	for _, dir := range v1Paths(path) {
+		if err := os.Mkdir(filepath.Dir(dir), 0o755); err != nil && !os.IsExist(err) {
+			return made, err
+		}
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return made, err
+		}
+		made = append(made, dir)
+	}
+	return made, nil
 }
 
 // Start: on v1, start runs on an OS thread of its own that moves itself into
@@ -118,7 +119,7 @@ func (m *v1Manager) enterThread() error {
 // project's parent cgroup of each hierarchy, by the same lock-free path.
 func (m *v1Manager) leaveThread() error {
 	for _, c := range v1Controllers {
-		if err := cgroupfile.Write(filepath.Join(mountpoint, string(c), Parent, "tasks"), "0"); err != nil {
+		if err := cgroupfile.Write(filepath.Join(mountpoint, c, Parent, "tasks"), "0"); err != nil {
 			return fmt.Errorf("leave cgroup %s: %w", m.path, err)
 		}
 	}
@@ -129,19 +130,19 @@ func (m *v1Manager) Placement() (Placement, error) {
 	var p Placement
 	for _, c := range v1Controllers {
 		p.Enter = append(p.Enter, filepath.Join(m.dir(c), "tasks"))
-		p.Leave = append(p.Leave, filepath.Join(mountpoint, string(c), Parent, "tasks"))
+		p.Leave = append(p.Leave, filepath.Join(mountpoint, c, Parent, "tasks"))
 	}
 	return p, nil
 }
 
-func (m *v1Manager) dir(c cgroup1.Name) string {
-	return filepath.Join(mountpoint, string(c), m.path)
+func (m *v1Manager) dir(c string) string {
+	return filepath.Join(mountpoint, c, m.path)
 }
 
 func v1Paths(path string) []string {
 	var out []string
 	for _, c := range v1Controllers {
-		out = append(out, filepath.Join(mountpoint, string(c), path))
+		out = append(out, filepath.Join(mountpoint, c, path))
 	}
 	return out
 }
@@ -151,15 +152,15 @@ func v1Paths(path string) []string {
 // of memory.oom_control.
 func (m *v1Manager) Usage() (Usage, error) {
 	var u Usage
-	ns, err := readInt(filepath.Join(m.dir(cgroup1.Cpuacct), "cpuacct.usage"))
+	ns, err := readInt(filepath.Join(m.dir("cpuacct"), "cpuacct.usage"))
 	if err != nil {
 		return u, err
 	}
 	u.CPU = time.Duration(ns)
-	if u.PeakMemory, err = readInt(filepath.Join(m.dir(cgroup1.Memory), "memory.max_usage_in_bytes")); err != nil {
+	if u.PeakMemory, err = readInt(filepath.Join(m.dir("memory"), "memory.max_usage_in_bytes")); err != nil {
 		return u, err
 	}
-	oom, err := readKeyed(filepath.Join(m.dir(cgroup1.Memory), "memory.oom_control"))
+	oom, err := readKeyed(filepath.Join(m.dir("memory"), "memory.oom_control"))
 	if err != nil {
 		return u, err
 	}
@@ -183,21 +184,21 @@ func (m *v1Manager) Reuse() error {
 		return fmt.Errorf("cgroup %s: closed", m.path)
 	}
 	m.Settle()
-	tasks, err := readInt(filepath.Join(m.dir(cgroup1.Pids), "pids.current"))
+	tasks, err := readInt(filepath.Join(m.dir("pids"), "pids.current"))
 	if err != nil {
 		return err
 	}
 	if tasks != 0 {
 		return fmt.Errorf("cgroup %s: %d tasks left", m.path, tasks)
 	}
-	memory := m.dir(cgroup1.Memory)
+	memory := m.dir("memory")
 	if err := checkLeftCharged(filepath.Join(memory, "memory.usage_in_bytes")); err != nil {
 		return err
 	}
 	for _, w := range []struct{ dir, file string }{
 		{memory, "memory.max_usage_in_bytes"},
 		{memory, "memory.memsw.max_usage_in_bytes"},
-		{m.dir(cgroup1.Cpuacct), "cpuacct.usage"},
+		{m.dir("cpuacct"), "cpuacct.usage"},
 	} {
 		err := cgroupfile.Write(filepath.Join(w.dir, w.file), "0")
 		if err != nil && !(w.file == "memory.memsw.max_usage_in_bytes" && errors.Is(err, os.ErrNotExist)) {

@@ -8,7 +8,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/containerd/cgroups/v3/cgroup2"
 	"golang.org/x/sys/unix"
 
 	"github.com/jail-sandbox/jail/cgroups/cgroupfile"
@@ -19,7 +18,6 @@ import (
 var v2Controllers = []string{"memory", "cpu", "pids"}
 
 type v2Manager struct {
-	mgr *cgroup2.Manager
 	dir string
 	// held is the directory, open and held (janitor.Hold); the init is
 	// cloned into it. Nil once closed.
@@ -45,27 +43,16 @@ func newV2(l Layout, name string, limits Limits) (Manager, error) {
 			return nil, err
 		}
 	}
-	quota, period := cpuQuota(limits.CPUs)
-	zero := int64(0)
-	resources := &cgroup2.Resources{
-		Memory: &cgroup2.Memory{Max: &limits.Memory, Swap: &zero},
-		CPU:    &cgroup2.CPU{Max: cgroup2.NewCPUMax(&quota, &period)},
-		Pids:   &cgroup2.Pids{Max: limits.Pids},
-	}
 	dir := filepath.Join(parent, name)
 	group := strings.TrimPrefix(dir, mountpoint)
-	// Made here, not by cgroup2.NewManager: that writes the controllers
-	// into the subtree_control of every ancestor up to the root, even when
-	// they are enabled already, and each such write waits for every dying
+	// The controllers are enabled above only where they are missing:
+	// containerd's NewManager writes them into the subtree_control of every
+	// ancestor up to the root, and each such write waits for every dying
 	// cgroup below it (the sandboxes just removed) to be offlined.
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create cgroup %s: %w", group, err)
 	}
-	mgr, err := cgroup2.Load(group, cgroup2.WithMountpoint(mountpoint))
-	if err == nil {
-		err = mgr.Update(resources)
-	}
-	if err != nil {
+	if err := apply(v2Settings(dir, limits)); err != nil {
 		_ = removeDirs([]string{dir})
 		return nil, fmt.Errorf("create cgroup %s: %w", group, err)
 	}
@@ -75,7 +62,7 @@ func newV2(l Layout, name string, limits Limits) (Manager, error) {
 		return nil, err
 	}
 	_, peakErr := os.Stat(filepath.Join(dir, "memory.peak"))
-	return &v2Manager{mgr: mgr, dir: dir, held: held, peak: peakErr == nil}, nil
+	return &v2Manager{dir: dir, held: held, peak: peakErr == nil}, nil
 }
 
 // enableControllers makes sure dir passes jail's controllers down.

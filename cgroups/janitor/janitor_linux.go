@@ -5,8 +5,8 @@
 // serves one sandbox (Start), or all the sandboxes of a long-lived
 // supervisor (StartWatch).
 //
-// It is apart from package cgroups so that the janitor's program does not
-// link containerd/cgroups. A one-sandbox janitor is usually the janitor
+// It is apart from package cgroups so that the janitor's program links
+// only what removing directories needs. A one-sandbox janitor is usually the janitor
 // program in C (internal/programs/janitor), which Start runs just as this
 // package's Main, with the same arguments and rules; Main is the janitor of
 // builds without it and the watching one. Invariant: it removes only
