@@ -28,12 +28,10 @@ type v1Manager struct {
 }
 
 // newV1 makes the cgroup in each of the four hierarchies (and the
-// project's parent there, the first time) and writes the limits. A
-// sandbox's directory that exists already is an error: it is someone
-// else's.
+// project's parent there, the first time) and writes the limits.
 func newV1(name string, limits Limits) (Manager, error) {
 	path := "/" + Parent + "/" + name
-	made, err := makeV1Dirs(path)
+	made, err := makeDirs(v1Paths(path))
 	if err == nil {
 		err = apply(v1Settings(path, limits))
 	}
@@ -49,20 +47,41 @@ func newV1(name string, limits Limits) (Manager, error) {
 	return &v1Manager{path: path, held: held}, nil
 }
 
-// makeV1Dirs makes path in each hierarchy and returns what it made, also
-// when it fails part way.
-func makeV1Dirs(path string) ([]string, error) {
+// makeDirs makes each of dirs, and its parent when missing, and returns
+// what it made, also when it fails part way. A directory that exists
+// already is an error (it is someone else's) unless it is one just made
+// under another name: most v1 hosts mount cpu and cpuacct as one
+// hierarchy, cpu,cpuacct, with both names as symbolic links to it.
+func makeDirs(dirs []string) ([]string, error) {
 	var made []string
-	for _, dir := range v1Paths(path) {
+	for _, dir := range dirs {
 		if err := os.Mkdir(filepath.Dir(dir), 0o755); err != nil && !os.IsExist(err) {
 			return made, err
 		}
-		if err := os.Mkdir(dir, 0o755); err != nil {
+		err := os.Mkdir(dir, 0o755)
+		if os.IsExist(err) && isOneOf(dir, made) {
+			err = nil
+		}
+		if err != nil {
 			return made, err
 		}
 		made = append(made, dir)
 	}
 	return made, nil
+}
+
+// isOneOf reports whether dir is the same directory as one of dirs.
+func isOneOf(dir string, dirs []string) bool {
+	info, err := os.Stat(dir)
+	if err != nil {
+		return false
+	}
+	for _, d := range dirs {
+		if other, err := os.Stat(d); err == nil && os.SameFile(info, other) {
+			return true
+		}
+	}
+	return false
 }
 
 // Start: on v1, start runs on an OS thread of its own that moves itself into

@@ -144,3 +144,54 @@ func TestLimitsMatchContainerd(t *testing.T) {
 		})
 	}
 }
+
+// TestMakeDirsOnSharedHierarchies: where cpu and cpuacct are one hierarchy
+// under two names, the sandbox's directory is made once and listed under
+// both; a directory that was there before is refused and nothing made is
+// left.
+func TestMakeDirsOnSharedHierarchies(t *testing.T) {
+	root := t.TempDir()
+	for _, name := range []string{"memory", "cpu,cpuacct", "pids"} {
+		if err := os.Mkdir(filepath.Join(root, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"cpu", "cpuacct"} {
+		if err := os.Symlink("cpu,cpuacct", filepath.Join(root, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dirs := func(sandbox string) []string {
+		var out []string
+		for _, c := range v1Controllers {
+			out = append(out, filepath.Join(root, c, Parent, sandbox))
+		}
+		return out
+	}
+	made, err := makeDirs(dirs("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(made) != len(v1Controllers) {
+		t.Errorf("made %v", made)
+	}
+	if _, err := os.Stat(filepath.Join(root, "cpu,cpuacct", Parent, "a")); err != nil {
+		t.Error(err)
+	}
+
+	if err := os.MkdirAll(filepath.Join(root, "pids", Parent, "b"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	made, err = makeDirs(dirs("b"))
+	if !os.IsExist(err) {
+		t.Fatalf("a sandbox's directory that was there: %v", err)
+	}
+	if err := removeDirs(made); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"memory", "cpu,cpuacct"} {
+		if _, err := os.Stat(filepath.Join(root, c, Parent, "b")); !os.IsNotExist(err) {
+			t.Errorf("%s: left %v", c, err)
+		}
+	}
+}
