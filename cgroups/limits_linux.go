@@ -30,8 +30,7 @@ type setting struct {
 // no swap past it.
 func v1Settings(path string, limits Limits) []setting {
 	quota, period := cpuQuota(limits.CPUs)
-	memory := filepath.Join(mountpoint, "memory", path)
-	cpu := filepath.Join(mountpoint, "cpu", path)
+	memory, cpu := v1Dir("memory", path), v1Dir("cpu", path)
 	out := []setting{
 		{memory, "memory.limit_in_bytes", strconv.FormatInt(limits.Memory, 10)},
 		{memory, "memory.memsw.limit_in_bytes", strconv.FormatInt(limits.Memory, 10)},
@@ -39,7 +38,7 @@ func v1Settings(path string, limits Limits) []setting {
 		{cpu, "cpu.cfs_quota_us", strconv.FormatInt(quota, 10)},
 	}
 	if limits.Pids > 0 {
-		out = append(out, setting{filepath.Join(mountpoint, "pids", path), "pids.max", strconv.FormatInt(limits.Pids, 10)})
+		out = append(out, setting{v1Dir("pids", path), "pids.max", strconv.FormatInt(limits.Pids, 10)})
 	}
 	return out
 }

@@ -138,7 +138,7 @@ func (m *v1Manager) enterThread() error {
 // project's parent cgroup of each hierarchy, by the same lock-free path.
 func (m *v1Manager) leaveThread() error {
 	for _, c := range v1Controllers {
-		if err := cgroupfile.Write(filepath.Join(mountpoint, c, Parent, "tasks"), "0"); err != nil {
+		if err := cgroupfile.Write(filepath.Join(v1Dir(c, Parent), "tasks"), "0"); err != nil {
 			return fmt.Errorf("leave cgroup %s: %w", m.path, err)
 		}
 	}
@@ -149,19 +149,21 @@ func (m *v1Manager) Placement() (Placement, error) {
 	var p Placement
 	for _, c := range v1Controllers {
 		p.Enter = append(p.Enter, filepath.Join(m.dir(c), "tasks"))
-		p.Leave = append(p.Leave, filepath.Join(mountpoint, c, Parent, "tasks"))
+		p.Leave = append(p.Leave, filepath.Join(v1Dir(c, Parent), "tasks"))
 	}
 	return p, nil
 }
 
-func (m *v1Manager) dir(c string) string {
-	return filepath.Join(mountpoint, c, m.path)
-}
+func (m *v1Manager) dir(c string) string { return v1Dir(c, m.path) }
+
+// v1Dir is the directory of the cgroup at path (below each hierarchy's
+// root) in controller c's hierarchy.
+func v1Dir(c, path string) string { return filepath.Join(mountpoint, c, path) }
 
 func v1Paths(path string) []string {
 	var out []string
 	for _, c := range v1Controllers {
-		out = append(out, filepath.Join(mountpoint, c, path))
+		out = append(out, v1Dir(c, path))
 	}
 	return out
 }
