@@ -43,6 +43,9 @@ func Check() []Feature {
 			userns.Detail += fmt.Sprintf("-%d (an unprivileged range)", id.UIDMap[0].HostID+id.UIDMap[0].Size-1)
 		} else {
 			userns.Detail += " (you)"
+			if sub := namespaces.SubIDsDetail(); sub != "" {
+				userns.Detail += "; " + sub
+			}
 		}
 	}
 	out = append(out, userns)

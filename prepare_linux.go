@@ -3,9 +3,12 @@ package jail
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/user"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -19,6 +22,7 @@ import (
 	"github.com/jail-sandbox/jail/profiles"
 	"github.com/jail-sandbox/jail/rootfs"
 	"github.com/jail-sandbox/jail/seccomp"
+	"github.com/jail-sandbox/jail/seccomp/filter"
 )
 
 // Defaults of the RUN OPTIONS, where neither the caller nor the profile set
@@ -35,6 +39,13 @@ const (
 	runSize = 16 << 20
 	shmSize = 64 << 20
 )
+
+// defaultCapabilities are what sandbox root keeps unless its profile says
+// otherwise: those the kernel confines to the sandbox's own user namespace
+// and to files whose owners are mapped into it, which unpacking archives,
+// installing packages and switching users need.
+const defaultCapabilities = 1<<unix.CAP_CHOWN | 1<<unix.CAP_DAC_OVERRIDE | 1<<unix.CAP_FOWNER |
+	1<<unix.CAP_FSETID | 1<<unix.CAP_KILL | 1<<unix.CAP_SETGID | 1<<unix.CAP_SETUID
 
 // Bounds on what a caller may pass; past them the kernel would refuse the
 // exec, or the request is not what anyone means.
@@ -131,7 +142,7 @@ func resolve(spec *Spec) (*plan, error) {
 	if profileName == "" {
 		profileName = "default"
 	}
-	profile, filter, err := ResolveProfile(profiles.DefaultStore(), profileName)
+	profile, policy, err := ResolveProfile(profiles.DefaultStore(), profileName)
 	if err != nil {
 		return nil, profileError(profileName, err)
 	}
@@ -238,7 +249,7 @@ func resolve(spec *Spec) (*plan, error) {
 		},
 		Process: config.Process{
 			Args: spec.Command, Env: env, Cwd: "/",
-			UID: uid, GID: gid, SwitchUser: !id.Rootless,
+			UID: uid, GID: gid, SwitchUser: id.SwitchesUser(),
 			TTY: spec.TTY,
 		},
 	}
@@ -246,7 +257,8 @@ func resolve(spec *Spec) (*plan, error) {
 		p.cfg.Rootfs.Home = home
 	}
 	p.cfg.Masks, p.cfg.ReadOnly = profile.Masks, profile.ReadOnly
-	p.cfg.Seccomp = filter
+	p.cfg.Seccomp = policy
+	p.cfg.Capabilities = defaultCapabilities
 	var why error
 	if p.cgroup, why = cgroups.Detect(); p.cgroup.Version == cgroups.None {
 		p.cfg.Limits.RlimitData, p.cfg.Limits.RlimitNproc = p.limits.Memory, p.limits.Pids
@@ -254,6 +266,15 @@ func resolve(spec *Spec) (*plan, error) {
 	}
 	if spec.TTY && spec.WindowSize != nil {
 		p.cfg.Process.Rows, p.cfg.Process.Cols = spec.WindowSize.Rows, spec.WindowSize.Cols
+	}
+
+	// Jail's own state is never shown to a sandbox: one that could change
+	// it would change the next sandbox (its init, filter, profile or
+	// image).
+	callerHome, _ := os.UserHomeDir()
+	var jailDirs []string
+	if spec.Rootfs != "" || len(spec.Mounts) > 0 || spec.Workspace != "" {
+		jailDirs = jailStateDirs(store.Root)
 	}
 
 	switch {
@@ -270,13 +291,20 @@ func resolve(spec *Spec) (*plan, error) {
 			p.cfg.Process.Cwd = image.Config.WorkingDir
 		}
 	case spec.Rootfs != "":
-		l, err := layerOf(spec.Rootfs)
+		// A root layer shows the sandbox everything below it: the same
+		// policy as a mount source (--rootfs $HOME would show ~/.ssh).
+		src, err := openHostSource(spec.Rootfs, callerHome, jailDirs)
 		if err != nil {
 			return nil, invalid("--rootfs "+spec.Rootfs, "%v", err)
 		}
-		p.cfg.Rootfs.Lowers = []config.Layer{l}
+		src.close()
+		if !src.isDir() {
+			return nil, invalid("--rootfs "+spec.Rootfs, "not a directory")
+		}
+		p.cfg.Rootfs.Lowers = []config.Layer{{Path: src.path, Dev: src.stat.Dev, Ino: src.stat.Ino}}
 	default:
 		p.cfg.Rootfs.HostTree = true
+		p.cfg.Masks = append(p.cfg.Masks, hostHomes(callerHome)...)
 	}
 
 	mounts := spec.Mounts
@@ -287,24 +315,37 @@ func resolve(spec *Spec) (*plan, error) {
 	if len(mounts) > maxMounts {
 		return nil, invalid("--mount", "more than %d mounts", maxMounts)
 	}
-	callerHome, _ := os.UserHomeDir()
-	var jailDirs []string
-	if len(mounts) > 0 {
-		jailDirs = []string{canonical(programs.Dir()), canonical(seccomp.CacheDir())}
-	}
+	var sources []*hostSource
+	defer func() {
+		for _, src := range sources {
+			src.close()
+		}
+	}()
 	for _, m := range mounts {
 		flag := "--mount " + m.Source
 		if m.Destination == "/workspace" && m.Source == spec.Workspace {
 			flag = "--workspace " + m.Source
 		}
-		cm, err := checkMount(m, callerHome, jailDirs)
+		cm, src, err := checkMount(m, callerHome, jailDirs)
 		if err != nil {
 			return nil, invalid(flag, "%v", err)
 		}
+		if d := rootfs.WithinAny(cm.Destination, p.cfg.Masks); d != "" {
+			src.close()
+			return nil, invalid(flag, "%s is inside %s, which the sandbox does not see (a home, or a masked path): mount it elsewhere", cm.Destination, d)
+		}
 		p.cfg.Mounts = append(p.cfg.Mounts, cm)
+		sources = append(sources, src)
 	}
-	if err := p.shareWritableMounts(); err != nil {
+	if err := p.shareWritableMounts(sources); err != nil {
 		return nil, err
+	}
+	for _, m := range p.cfg.Mounts {
+		if m.Writable {
+			// Nothing made in a host directory may be set-id there.
+			p.cfg.Seccomp.Guard = filter.SetIDGuard()
+			break
+		}
 	}
 
 	if spec.Workdir != "" {
@@ -407,71 +448,205 @@ func profileError(name string, err error) error {
 	return &SetupError{Step: "profile " + name, Err: err}
 }
 
-// checkMount validates one bind mount and resolves its source.
-func checkMount(m Mount, callerHome string, jailDirs []string) (config.Mount, error) {
+// checkMount validates one bind mount and opens its source (see
+// openHostSource); the caller closes the source.
+func checkMount(m Mount, callerHome string, jailDirs []string) (config.Mount, *hostSource, error) {
 	if !filepath.IsAbs(m.Source) {
-		return config.Mount{}, fmt.Errorf("source must be an absolute path")
+		return config.Mount{}, nil, fmt.Errorf("source must be an absolute path")
 	}
 	if err := rootfs.CheckDestination(m.Destination); err != nil {
-		return config.Mount{}, err
+		return config.Mount{}, nil, err
+	}
+	src, err := openHostSource(m.Source, callerHome, jailDirs)
+	if err != nil {
+		return config.Mount{}, nil, err
+	}
+	return config.Mount{
+		Source: src.path, SourceDev: src.stat.Dev, SourceIno: src.stat.Ino, SourceIsDir: src.isDir(),
+		SourceUID: int(src.stat.Uid), SourceGID: int(src.stat.Gid),
+		Destination: filepath.Clean(m.Destination), Writable: m.Writable, FD: -1,
+	}, src, nil
+}
+
+// hostSource is a host path a sandbox is to see (a mount source, a root
+// layer), opened once: what was checked is what the descriptor holds, and
+// everything after the check goes through the descriptor or is verified
+// against its device and inode (the init, which cannot use a descriptor of
+// the host's mount namespace, reopens the path without following any
+// symlink and refuses another inode).
+type hostSource struct {
+	file *os.File // O_PATH
+	// path is the canonical path, which the kernel gives the opened
+	// object too.
+	path string
+	stat unix.Stat_t
+}
+
+func (s *hostSource) isDir() bool { return s.stat.Mode&unix.S_IFMT == unix.S_IFDIR }
+
+func (s *hostSource) close() {
+	if s != nil && s.file != nil {
+		s.file.Close()
+		s.file = nil
+	}
+}
+
+// openHostSource resolves path's symlinks, checks the mount-source policy
+// on the path as written and as resolved, and opens the resolved path
+// with O_PATH, following no symlink on the way. A path changed between
+// the resolution and the open (a component swapped for a symlink, a
+// directory renamed or exchanged) is refused: the kernel's name of the
+// opened object must be the path the policy passed.
+func openHostSource(path, callerHome string, jailDirs []string) (*hostSource, error) {
+	if len(path) > 4095 {
+		return nil, fmt.Errorf("path is longer than 4095 bytes")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
 	}
 	// Checked as written and as resolved: a link may hide either way.
-	if err := rootfs.CheckMountSource(filepath.Clean(m.Source), callerHome, jailDirs...); err != nil {
-		return config.Mount{}, fmt.Errorf("refused: %v", err)
+	if err := rootfs.CheckMountSource(abs, callerHome, jailDirs...); err != nil {
+		return nil, fmt.Errorf("refused: %v", err)
 	}
-	path, st, err := resolveHostPath(m.Source)
+	real, err := filepath.EvalSymlinks(abs)
 	if err != nil {
-		return config.Mount{}, err
+		if os.IsNotExist(err) {
+			return nil, fmt.Errorf("no such file or directory")
+		}
+		return nil, err
 	}
-	if err := rootfs.CheckMountSource(path, callerHome, jailDirs...); err != nil {
-		return config.Mount{}, fmt.Errorf("refused: %v", err)
+	if err := rootfs.CheckMountSource(real, callerHome, jailDirs...); err != nil {
+		return nil, fmt.Errorf("refused: %v", err)
 	}
-	sys := st.Sys().(*syscall.Stat_t)
-	return config.Mount{
-		Source: path, SourceDev: uint64(sys.Dev), SourceIno: sys.Ino, SourceIsDir: st.IsDir(),
-		SourceUID: int(sys.Uid), SourceGID: int(sys.Gid),
-		Destination: filepath.Clean(m.Destination), Writable: m.Writable, FD: -1,
-	}, nil
+	fd, err := unix.Openat2(unix.AT_FDCWD, real, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if errors.Is(err, unix.ELOOP) {
+		return nil, fmt.Errorf("refused: %s changed while it was checked (a symlink appeared in it)", real)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open: %w", err)
+	}
+	src := &hostSource{file: os.NewFile(uintptr(fd), real), path: real}
+	named, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
+	if err != nil || named != real {
+		src.close()
+		return nil, fmt.Errorf("refused: %s changed while it was checked (now %q)", real, named)
+	}
+	if err := unix.Fstat(fd, &src.stat); err != nil {
+		src.close()
+		return nil, fmt.Errorf("stat: %w", err)
+	}
+	return src, nil
+}
+
+// jailStateDirs are the directories of jail's own state, configuration and
+// stores, wherever this or another environment of the caller may put them
+// (a copy written under one XDG_RUNTIME_DIR is still there when jail runs
+// under another): none of them, nor a directory holding one, may be shown
+// to a sandbox. store is the image store in use.
+func jailStateDirs(store string) []string {
+	dirs := []string{"/run/jail", "/var/lib/jail", "/var/cache/jail", "/etc/jail",
+		programs.Dir(), seccomp.CacheDir(), store, os.Getenv("JAIL_IMAGE_STORE")}
+	for _, env := range []string{"XDG_RUNTIME_DIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME"} {
+		if d := os.Getenv(env); filepath.IsAbs(d) {
+			dirs = append(dirs, filepath.Join(d, "jail"))
+		}
+	}
+	homes := []string{os.Getenv("HOME")}
+	if u, err := user.LookupId(strconv.Itoa(os.Getuid())); err == nil {
+		homes = append(homes, u.HomeDir)
+	}
+	for _, h := range homes {
+		if filepath.IsAbs(h) && filepath.Clean(h) != "/" {
+			dirs = append(dirs, filepath.Join(h, ".cache", "jail"), filepath.Join(h, ".config", "jail"), filepath.Join(h, ".local", "share", "jail"))
+		}
+	}
+	dirs = append(dirs, fmt.Sprintf("/run/user/%d/jail", os.Getuid()))
+	var out []string
+	seen := map[string]bool{}
+	for _, d := range dirs {
+		if !filepath.IsAbs(d) {
+			continue
+		}
+		for _, form := range []string{filepath.Clean(d), canonical(d)} {
+			if !seen[form] {
+				seen[form] = true
+				out = append(out, form)
+			}
+		}
+	}
+	return out
+}
+
+// hostHomes are the homes of the host's accounts that a sandbox on the host
+// tree must not see (rootfs.HomeMasks): the caller's, wherever it is, and
+// every person's or login's in the password database.
+func hostHomes(callerHome string) []string {
+	var passwd []byte
+	if f, err := os.Open("/etc/passwd"); err == nil {
+		passwd, _ = io.ReadAll(io.LimitReader(f, 4<<20))
+		f.Close()
+	}
+	return rootfs.HomeMasks(passwd, os.Getuid(), callerHome)
 }
 
 // shareWritableMounts makes what the sandbox writes in a writable mount
 // belong to the mounted directory's owner on the host. Rootless, the sandbox
 // user already is the caller. As root, each writable mount becomes an
-// id-mapped clone (owner <-> sandbox user). Where the kernel cannot id-map
-// the filesystem (tmpfs before Linux 6.3), the sandbox user is mapped onto
-// the owner instead, if all writable mounts have the same unprivileged one.
-func (p *plan) shareWritableMounts() error {
+// id-mapped clone (owner <-> sandbox user) of the source opened at check
+// time. Where the kernel cannot id-map the filesystem (tmpfs before Linux
+// 6.3), the sandbox user is mapped onto the owner instead, if all writable
+// mounts have the same unprivileged one. The sandbox never writes as host
+// root: a writable source owned by uid or gid 0 is refused.
+func (p *plan) shareWritableMounts(sources []*hostSource) error {
 	if p.id.Rootless {
 		return nil
 	}
 	var writable []int
 	for i, m := range p.cfg.Mounts {
-		if m.Writable {
-			writable = append(writable, i)
+		if !m.Writable {
+			continue
 		}
+		if m.SourceUID == 0 || m.SourceGID == 0 {
+			return invalid(mountFlag(m), "owned by host root (%d:%d): what a sandbox writes there would be root's on the host; "+
+				"give it to an unprivileged owner first (chown), or mount it read-only", m.SourceUID, m.SourceGID)
+		}
+		writable = append(writable, i)
 	}
 	if len(writable) == 0 {
 		return nil
 	}
-	err := p.idmapMounts(writable)
+	err := p.idmapMounts(writable, sources)
 	if err == nil || !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.EOPNOTSUPP) {
 		return err
 	}
 	first := p.cfg.Mounts[writable[0]]
 	for _, i := range writable {
 		if m := p.cfg.Mounts[i]; m.SourceUID != first.SourceUID || m.SourceGID != first.SourceGID {
-			return invalid("--mount "+m.Source, "this kernel cannot id-map its filesystem, and writable mounts with different owners cannot share one sandbox user")
+			return invalid(mountFlag(m), "this kernel cannot id-map its filesystem, and writable mounts with different owners cannot share one sandbox user")
 		}
 	}
 	if mapErr := p.id.MapUserOnto(first.SourceUID, first.SourceGID); mapErr != nil {
-		return invalid("--mount "+first.Source, "this kernel cannot id-map its filesystem (%v), and %v", err, mapErr)
+		return invalid(mountFlag(first), "this kernel cannot id-map its filesystem (%v), and %v", err, mapErr)
 	}
 	return nil
 }
 
-// idmapMounts replaces the writable mounts by id-mapped detached clones,
-// passed to the init as files. On failure none is kept.
-func (p *plan) idmapMounts(writable []int) (err error) {
+// mountFlag names a mount as the caller wrote it, for errors.
+func mountFlag(m config.Mount) string {
+	if m.Destination == "/workspace" {
+		return "--workspace " + m.Source
+	}
+	return "--mount " + m.Source
+}
+
+// idmapMounts replaces the writable mounts by id-mapped detached clones of
+// their opened sources, passed to the init as files. On failure none is
+// kept.
+func (p *plan) idmapMounts(writable []int, sources []*hostSource) (err error) {
 	hostUID, _ := p.id.HostUID(p.cfg.Process.UID)
 	hostGID, _ := p.id.HostGID(p.cfg.Process.GID)
 	kept := len(p.files)
@@ -498,18 +673,19 @@ func (p *plan) idmapMounts(writable []int) (err error) {
 		ns := namespaces[owner]
 		if ns == nil {
 			if ns, err = mappingUserns(owner, hostUID, hostGID); err != nil {
-				return invalid("--mount "+m.Source, "%v", err)
+				return invalid(mountFlag(*m), "%v", err)
 			}
 			namespaces[owner] = ns
 		}
-		tree, err := unix.OpenTree(unix.AT_FDCWD, m.Source, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+		// The clone is of the descriptor checked, never of the path.
+		tree, err := unix.OpenTree(int(sources[i].file.Fd()), "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH)
 		if err != nil {
-			return invalid("--mount "+m.Source, "clone mount: %w", err)
+			return invalid(mountFlag(*m), "clone mount: %w", err)
 		}
 		p.files = append(p.files, os.NewFile(uintptr(tree), m.Source))
 		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV, Userns_fd: uint64(ns.Fd())}
 		if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, &attr); err != nil {
-			return invalid("--mount "+m.Source, "id-mapped mount: %w", err)
+			return invalid(mountFlag(*m), "id-mapped mount: %w", err)
 		}
 		m.FD = 3 + len(p.files) // fd 3 is the control socket
 	}

@@ -157,7 +157,9 @@ func (s *supervisor) boot() error {
 	// nor can it be sent more files than a message carries (the init's
 	// socket, the plan's files and stdio, for an image of many layers):
 	// such inits are started from here.
-	s.byForker = s.forker != nil && s.forker.Err() == nil && 1+len(s.plan.files)+4 <= control.MaxFiles
+	// Nor can it write maps of subordinate ids, which take the setuid
+	// helpers.
+	s.byForker = s.forker != nil && s.forker.Err() == nil && 1+len(s.plan.files)+4 <= control.MaxFiles && !s.plan.id.SubIDs
 	if s.lateEntry() {
 		err = s.bootThenEnter(initEnd)
 	} else {
@@ -683,6 +685,10 @@ func (s *supervisor) startInit(initEnd *os.File) error {
 	attr, err := s.plan.id.UnmappedSysProcAttr()
 	s.unmapped = err == nil
 	if !s.unmapped {
+		if s.plan.id.SubIDs {
+			// Only the helpers can map subordinate ids, once it runs.
+			return &SetupError{Step: "start", Err: err}
+		}
 		attr = s.plan.id.SysProcAttr()
 	}
 	cmd := &initStart{
@@ -946,7 +952,7 @@ func (s *supervisor) connectStdio(cmd *initStart, childEnds *[]*os.File) error {
 		}
 		stdin, err := s.stdinFor()
 		if err != nil {
-			return fail(err)
+			return err
 		}
 		if stdin != nil {
 			cmd.stdin = stdin
@@ -958,20 +964,31 @@ func (s *supervisor) connectStdio(cmd *initStart, childEnds *[]*os.File) error {
 	return nil
 }
 
-// stdinFor returns the file the init gets as stdin. A regular file or pipe is
-// passed as it is; a terminal never is (a sandboxed process could push input
-// into it with TIOCSTI), nor any other reader: those are copied through a
-// pipe.
+// stdinFor returns the file the init gets as stdin: a pipe that jail
+// copies the caller's stdin into. The caller's own descriptor is never
+// handed over (a sandbox could write back into a file through it, fchdir
+// to a directory and walk the host's tree, or reopen a pipe's other end
+// through /proc), except /dev/null, which reaches nothing; a terminal is
+// never (TIOCSTI), and a directory is refused.
 func (s *supervisor) stdinFor() (*os.File, error) {
 	if s.spec.Stdin == nil {
 		return nil, nil
 	}
-	if f, ok := s.spec.Stdin.(*os.File); ok && !isTerminal(f) {
-		return f, nil
+	if f, ok := s.spec.Stdin.(*os.File); ok {
+		var st unix.Stat_t
+		if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+			return nil, &SetupError{Step: "stdin", Err: err}
+		}
+		switch {
+		case st.Mode&unix.S_IFMT == unix.S_IFDIR:
+			return nil, &SetupError{Step: "stdin", Err: errors.New("is a directory"), Refused: true}
+		case st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == unix.Mkdev(1, 3):
+			return f, nil
+		}
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
-		return nil, err
+		return nil, &SetupError{Step: "stdin", Err: err}
 	}
 	in := s.spec.Stdin
 	go func() {

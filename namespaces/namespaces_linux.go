@@ -6,7 +6,12 @@
 // upwards), so host files that are not world-readable stay unreadable and
 // nothing the sandbox creates on a shared path is owned by a real host user.
 // When an ordinary user runs jail, the one sandbox id in use maps onto that
-// user: the sandbox can never act as anyone the caller could not.
+// user: the sandbox can never act as anyone the caller could not. Where the
+// administrator gave the user subordinate ids (/etc/subuid, /etc/subgid)
+// and the setuid helpers newuidmap and newgidmap are installed, sandbox root
+// maps onto the user and sandbox ids 1..N onto those subordinate ids, as
+// podman does, so that archives and images with several owners keep them;
+// the helpers write these maps, which no unprivileged process may.
 package namespaces
 
 import (
@@ -43,9 +48,17 @@ type Identity struct {
 	// User and Group are the ids the command runs as, inside.
 	User, Group uint32
 	// InitUID is the uid the init runs as, inside: sandbox root when jail
-	// runs as root, otherwise the command's own.
+	// runs as root or maps subordinate ids, otherwise the command's own.
 	InitUID uint32
+	// SubIDs: a rootless identity whose maps include the caller's
+	// subordinate ids, written by newuidmap and newgidmap (MapIDs).
+	SubIDs bool
 }
+
+// SwitchesUser reports whether the init runs as sandbox root and switches
+// to the command's user (and may drop supplementary groups); otherwise it
+// already runs as the command's user.
+func (id Identity) SwitchesUser() bool { return !id.Rootless || id.SubIDs }
 
 // ForCaller returns the identity for a sandbox whose command runs as
 // user:group inside, started by the current process.
@@ -57,6 +70,18 @@ func ForCaller(user, group uint32) (Identity, error) {
 		return Identity{
 			UIDMap: []syscall.SysProcIDMap{{ContainerID: 0, HostID: HostRangeStart, Size: HostRangeSize}},
 			GIDMap: []syscall.SysProcIDMap{{ContainerID: 0, HostID: HostRangeStart, Size: HostRangeSize}},
+			User:   user, Group: group,
+		}, nil
+	}
+	if sub, ok := callerSubIDs(); ok {
+		size := min(sub.uids.size, sub.gids.size, HostRangeSize-1)
+		if int64(user) > int64(size) || int64(group) > int64(size) {
+			return Identity{}, fmt.Errorf("--user %d:%d: ids must be at most %d (your subordinate ids)", user, group, size)
+		}
+		return Identity{
+			Rootless: true, SubIDs: true,
+			UIDMap: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}, {ContainerID: 1, HostID: sub.uids.start, Size: size}},
+			GIDMap: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}, {ContainerID: 1, HostID: sub.gids.start, Size: size}},
 			User:   user, Group: group,
 		}, nil
 	}
@@ -130,12 +155,18 @@ var initCaps = []uintptr{
 }
 
 // SysProcAttr returns the process attributes that start an init in fresh
-// namespaces under this identity. The init dies with its parent.
+// namespaces under this identity. The init dies with its parent. An
+// identity with subordinate ids gets only its first mapping (sandbox root
+// onto the caller) this way: the rest needs the helpers (MapIDs).
 func (id Identity) SysProcAttr() *syscall.SysProcAttr {
+	uids, gids := id.UIDMap, id.GIDMap
+	if id.SubIDs {
+		uids, gids = uids[:1], gids[:1]
+	}
 	attr := &syscall.SysProcAttr{
 		Cloneflags:  CloneFlags,
-		UidMappings: id.UIDMap,
-		GidMappings: id.GIDMap,
+		UidMappings: uids,
+		GidMappings: gids,
 		// Rootless: setgroups must be denied before an unprivileged
 		// process may write gid_map. As root we keep it, so the command's
 		// supplementary groups can be cleared.
@@ -200,6 +231,9 @@ func (id Identity) TakesRoot() bool { return !id.Rootless }
 // MapIDs writes the id maps of the user namespace that process pid was
 // started in with UnmappedSysProcAttr, as Go does for SysProcAttr's.
 func (id Identity) MapIDs(pid int) error {
+	if id.SubIDs {
+		return mapWithHelpers(pid, id.UIDMap, id.GIDMap)
+	}
 	dir := "/proc/" + strconv.Itoa(pid) + "/"
 	if err := os.WriteFile(dir+"uid_map", mapText(id.UIDMap), 0); err != nil {
 		return fmt.Errorf("uid map: %w", err)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -140,4 +141,80 @@ func CheckWorkdir(dir string) error {
 // within reports whether path is dir or lies below it.
 func within(path, dir string) bool {
 	return path == dir || strings.HasPrefix(path, strings.TrimSuffix(dir, "/")+"/")
+}
+
+// systemDirs are directories no home may hide: a service account whose
+// home is /, /bin or /var keeps it as a home in name only.
+var systemDirs = []string{
+	"/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/media", "/mnt",
+	"/opt", "/proc", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var", "/var/cache",
+	"/var/lib", "/var/local", "/var/log", "/var/mail", "/var/opt", "/var/run", "/var/spool", "/var/tmp",
+}
+
+// noLoginShells mark accounts nobody logs in to.
+var noLoginShells = map[string]bool{
+	"/usr/sbin/nologin": true, "/sbin/nologin": true, "/bin/false": true, "/usr/bin/false": true,
+	"/bin/sync": true, "/sbin/halt": true, "/sbin/shutdown": true, "": false,
+}
+
+// firstUserID is where Debian and most distributions start the ids of
+// people's accounts (login.defs UID_MIN); nobody (65534) is not one.
+const firstUserID = 1000
+
+// HomeMasks returns the homes a sandbox on the host tree must not see,
+// beyond /home and /root (which are replaced whole): the caller's own,
+// wherever it is ($HOME, given in callerHomes, and the password database's
+// home of callerUID), and
+// that of every account in passwd (the contents of /etc/passwd) that a
+// person or a login may use (a uid of firstUserID and up, or a login
+// shell), such as a CI user's /var/lib/jenkins. Homes that are system
+// directories, or hold one, are left alone.
+func HomeMasks(passwd []byte, callerUID int, callerHomes ...string) []string {
+	var homes []string
+	seen := map[string]bool{}
+	add := func(h string) {
+		if !filepath.IsAbs(h) {
+			return
+		}
+		h = filepath.Clean(h)
+		if seen[h] || within(h, "/home") || within(h, "/root") {
+			return
+		}
+		for _, d := range systemDirs {
+			if within(d, h) {
+				return
+			}
+		}
+		seen[h] = true
+		homes = append(homes, h)
+	}
+	for _, h := range callerHomes {
+		add(h)
+	}
+	for _, line := range strings.Split(string(passwd), "\n") {
+		f := strings.Split(line, ":")
+		if len(f) < 7 || strings.HasPrefix(line, "#") {
+			continue
+		}
+		uid, err := strconv.Atoi(f[2])
+		if err != nil {
+			continue
+		}
+		person := uid >= firstUserID && uid != 65534
+		shell := strings.TrimSpace(f[6])
+		if person || uid == callerUID || (shell != "" && !noLoginShells[shell]) {
+			add(f[5])
+		}
+	}
+	return homes
+}
+
+// WithinAny returns the first of dirs that path is or lies below, or "".
+func WithinAny(path string, dirs []string) string {
+	for _, d := range dirs {
+		if within(path, d) {
+			return d
+		}
+	}
+	return ""
 }

@@ -591,7 +591,9 @@ func (b *builder) masks() error {
 // not exist needs no mask.
 func (b *builder) mask(path string) error {
 	target, err := openInRoot(b.root, path)
-	if errors.Is(err, os.ErrNotExist) {
+	// Missing, or out of the init's reach (and so of the command's, which
+	// has fewer privileges): nothing to hide.
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrPermission) {
 		return nil
 	}
 	if err != nil {

@@ -161,17 +161,27 @@ func TestSandboxSeesNoneOfTheCallersEnvironment(t *testing.T) {
 	})
 }
 
-func TestSandboxHasNoCapabilities(t *testing.T) {
+// TestSandboxCapabilities: sandbox root keeps only the capabilities the
+// kernel confines to its user namespace (CHOWN, DAC_OVERRIDE, FOWNER,
+// FSETID, KILL, SETGID, SETUID: 0xfb), never inheritable or ambient; any
+// other user has none; no_new_privs always.
+func TestSandboxCapabilities(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
-		for _, user := range []string{"0", "1000:1000"} {
-			out := mustRun(t, m, "run", "--user", user, "--", "cat", "/proc/self/status")
-			for _, field := range []string{"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"} {
-				if v := statusField(out, field); v != "0000000000000000" {
-					t.Errorf("--user %s: %s = %q; want none", user, field, v)
+		for _, c := range []struct {
+			user     string
+			bounding string
+			held     string
+		}{{"0", "00000000000000fb", "00000000000000fb"}, {"1000:1000", "00000000000000fb", "0000000000000000"}} {
+			out := mustRun(t, m, "run", "--user", c.user, "--", "cat", "/proc/self/status")
+			want := map[string]string{"CapInh": "0000000000000000", "CapAmb": "0000000000000000",
+				"CapPrm": c.held, "CapEff": c.held, "CapBnd": c.bounding}
+			for field, v := range want {
+				if got := statusField(out, field); got != v {
+					t.Errorf("--user %s: %s = %q; want %q", c.user, field, got, v)
 				}
 			}
 			if v := statusField(out, "NoNewPrivs"); v != "1" {
-				t.Errorf("--user %s: NoNewPrivs = %q", user, v)
+				t.Errorf("--user %s: NoNewPrivs = %q", c.user, v)
 			}
 		}
 	})

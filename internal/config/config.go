@@ -33,6 +33,10 @@ type Init struct {
 	// mapped (namespaces.Identity.TakesRoot); it makes itself sandbox root
 	// (uid and gid 0, no supplementary groups) before anything else.
 	TakeRoot bool `json:"take_root,omitempty"`
+	// Capabilities is the bounding set the command keeps (bit N:
+	// capability N), all within the sandbox's user namespace; the command
+	// has them only when it runs as uid 0 there. 0: none.
+	Capabilities uint64 `json:"capabilities,omitempty"`
 }
 
 // Rootfs says what the sandbox's / is made of.

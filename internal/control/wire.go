@@ -279,8 +279,10 @@ func encodeConfig(w *writer, c *config.Init) {
 	w.strings(c.ReadOnly)
 	w.optionalBytes(c.Seccomp.Allowlist)
 	w.optionalBytes(c.Seccomp.Denials)
+	w.optionalBytes(c.Seccomp.Guard)
 	w.bool(c.EnterCgroup)
 	w.bool(c.TakeRoot)
+	w.uint(c.Capabilities)
 }
 
 func encodeProcess(w *writer, p *config.Process) {
@@ -361,8 +363,10 @@ func decodeConfig(r *reader) *config.Init {
 	c.ReadOnly = r.strings()
 	c.Seccomp.Allowlist = r.optionalBytes()
 	c.Seccomp.Denials = r.optionalBytes()
+	c.Seccomp.Guard = r.optionalBytes()
 	c.EnterCgroup = r.bool()
 	c.TakeRoot = r.bool()
+	c.Capabilities = r.uint()
 	return c
 }
 

@@ -290,7 +290,13 @@ func setup(cfg *config.Init, conn *control.Conn, running int64) (int, error) {
 	// sandbox (its cgroup placement) is in place. A sandbox built ahead of
 	// need (jail.Pool) waits here, ready, and learns its command and its
 	// stdin only now.
-	if err := lockDown(); err != nil {
+	// A session keyring of its own, anonymous (a NULL name: a named one
+	// would be shared with whoever joins the name): the caller's may hold
+	// keys.
+	if _, _, errno := unix.RawSyscall(unix.SYS_KEYCTL, unix.KEYCTL_JOIN_SESSION_KEYRING, 0, 0); errno != 0 && errno != unix.ENOSYS {
+		return 0, &setupError{step: "session keyring", err: errno}
+	}
+	if err := lockDown(cfg.Capabilities); err != nil {
 		return 0, err
 	}
 	if err := conn.Send(control.Message{Kind: control.KindReady, Running: running, Built: built}); err != nil {
@@ -341,12 +347,13 @@ func setup(cfg *config.Init, conn *control.Conn, running int64) (int, error) {
 // init reports ready, so that a sandbox built ahead of need has it done.
 // The init keeps its own privileges on its other threads: it still has to
 // reap and report.
-func lockDown() error {
-	// 1. Capabilities: empty the bounding set, so no exec can ever grant
-	// any; clear ambient and inheritable. Permitted and effective stay
-	// until the exec (they let the child switch user) and the exec then
-	// computes them as empty.
-	if err := dropCapabilities(); err != nil {
+func lockDown(keep uint64) error {
+	// 1. Capabilities: the bounding set keeps only the profile's
+	// (namespaced) ones, so no exec can ever grant another; ambient and
+	// inheritable are cleared. Permitted and effective stay until the exec
+	// (they let the child switch user); the exec then computes a root
+	// command's as the bounding set and any other user's as empty.
+	if err := dropCapabilities(keep); err != nil {
 		return &setupError{step: "drop capabilities", err: err}
 	}
 	// 2. No exec may grant privileges (setuid bits, file capabilities).
@@ -417,7 +424,7 @@ func setRlimits(l config.Limits) error {
 	return nil
 }
 
-func dropCapabilities() error {
+func dropCapabilities(keep uint64) error {
 	// Past the last capability the kernel knows, dropping fails with
 	// EINVAL; a kernel that does not say gets up to 40 tried.
 	last := uintptr(40)
@@ -425,6 +432,9 @@ func dropCapabilities() error {
 		last = n
 	}
 	for c := uintptr(0); c <= last; c++ {
+		if c < 64 && keep&(1<<c) != 0 {
+			continue
+		}
 		if err := unix.Prctl(unix.PR_CAPBSET_DROP, c, 0, 0, 0); err != nil && err != unix.EINVAL {
 			return fmt.Errorf("bounding set: %w", err)
 		}

@@ -22,6 +22,9 @@ type Filter struct {
 	// for argument-specific denials and allows everything else.
 	Allowlist []byte `json:"allowlist"`
 	Denials   []byte `json:"denials,omitempty"`
+	// Guard, if any, is jail's own program for this sandbox, beyond its
+	// profile (SetIDGuard).
+	Guard []byte `json:"guard,omitempty"`
 }
 
 // maxInstructions is the kernel's limit on one program (BPF_MAXINSNS).
@@ -33,7 +36,7 @@ func validProgram(b []byte) bool {
 
 // Valid reports whether f holds well-formed programs.
 func (f Filter) Valid() bool {
-	return validProgram(f.Allowlist) && (f.Denials == nil || validProgram(f.Denials))
+	return validProgram(f.Allowlist) && (f.Denials == nil || validProgram(f.Denials)) && (f.Guard == nil || validProgram(f.Guard))
 }
 
 // Load installs f on the calling OS thread (no other): children forked
@@ -42,7 +45,7 @@ func Load(f Filter) error {
 	if !f.Valid() {
 		return errors.New("seccomp: not a BPF program")
 	}
-	for _, prog := range [][]byte{f.Allowlist, f.Denials} {
+	for _, prog := range [][]byte{f.Allowlist, f.Denials, f.Guard} {
 		if prog == nil {
 			continue
 		}

@@ -61,6 +61,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <linux/capability.h>
+#include <linux/keyctl.h>
 #include <linux/filter.h>
 #include <linux/openat2.h>
 #include <linux/seccomp.h>
@@ -207,8 +208,9 @@ struct config {
 	size_t nmasks;
 	char **read_only_paths;
 	size_t nread_only;
-	struct program allowlist, denials;
+	struct program allowlist, denials, guard;
 	bool enter_cgroup, take_root;
+	uint64_t capabilities; /* the bounding set kept: bit N, capability N */
 };
 
 struct message {
@@ -391,8 +393,10 @@ static struct config *read_config(struct reader *r)
 	c->read_only_paths = read_strings(r, &c->nread_only);
 	read_program(r, &c->allowlist);
 	read_program(r, &c->denials);
+	read_program(r, &c->guard);
 	c->enter_cgroup = read_bool(r);
 	c->take_root = read_bool(r);
+	c->capabilities = read_uint(r);
 	if (r->bad)
 		c->nlowers = c->nmounts = 0;
 	return c;
@@ -1346,7 +1350,9 @@ static int mask(struct builder *b, const char *path)
 	char step[PATH_MAX + 16];
 	snprintf(step, sizeof(step), "mask %s", path);
 	int target = open_in_root(b->root, path);
-	if (target < 0 && errno == ENOENT)
+	/* Missing, or out of the init's reach (and so of the command's, which
+	 * has fewer privileges): nothing to hide. */
+	if (target < 0 && (errno == ENOENT || errno == EACCES))
 		return 0;
 	if (target < 0)
 		return fail_errno(b->f, step, NULL);
@@ -1693,17 +1699,19 @@ static int last_cap(void)
  * lock_down takes from the init the first two of the things the command
  * must not have; the command's process takes the third (its filter) just
  * before its exec. It runs before the init reports ready.
- *  1. Capabilities: empty the bounding set, so no exec can ever grant
- *     any; clear ambient and inheritable. Permitted and effective stay
- *     (the init still switches the command's user and signals it) and the
- *     exec computes the command's as empty.
+ *  1. Capabilities: the bounding set keeps only the profile's, all of
+ *     them confined by the kernel to the sandbox's user namespace and to
+ *     files whose owners are mapped into it; clear ambient and
+ *     inheritable. Permitted and effective stay (the init still switches
+ *     the command's user and signals it): the exec computes a root
+ *     command's as the bounding set, and any other user's as empty.
  *  2. No exec may grant privileges (setuid bits, file capabilities).
  */
-static int lock_down(struct failure *f)
+static int lock_down(uint64_t keep, struct failure *f)
 {
 	int last = last_cap();
 	for (int c = 0; c <= last; c++)
-		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) != 0 && errno != EINVAL)
+		if ((c >= 64 || (keep & ((uint64_t)1 << c)) == 0) && prctl(PR_CAPBSET_DROP, c, 0, 0, 0) != 0 && errno != EINVAL)
 			return fail_errno(f, "drop capabilities", "bounding set");
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0)
 		return fail_errno(f, "drop capabilities", "ambient set");
@@ -1802,8 +1810,8 @@ static bool valid_program(const struct program *p)
  * wins. no_new_privs is set. */
 static int load_filter(const struct config *c)
 {
-	const struct program *programs[] = {&c->allowlist, &c->denials};
-	for (size_t i = 0; i < 2; i++) {
+	const struct program *programs[] = {&c->allowlist, &c->denials, &c->guard};
+	for (size_t i = 0; i < sizeof(programs) / sizeof(programs[0]); i++) {
 		if (!programs[i]->present)
 			continue;
 		struct sock_fprog prog = {
@@ -1886,7 +1894,8 @@ static int spawn(const struct config *c, const struct process *p, const int stdi
 		snprintf(step, sizeof(step), "workdir %s", p->cwd);
 		return fail(f, step, "no such directory in the sandbox");
 	}
-	if (!valid_program(&c->allowlist) || (c->denials.present && !valid_program(&c->denials)))
+	if (!valid_program(&c->allowlist) || (c->denials.present && !valid_program(&c->denials)) ||
+	    (c->guard.present && !valid_program(&c->guard)))
 		return fail(f, "seccomp", "seccomp: not a BPF program");
 
 	int pipe_fds[2];
@@ -2007,9 +2016,15 @@ static pid_t setup(const struct config *c, int sock, int64_t running, struct fai
 		stdio[0] = stdio[1] = stdio[2] = slave;
 	}
 
+	/* A session keyring of its own, anonymous (a NULL name: a named one
+	 * would be shared with whoever joins the name): the caller's may hold
+	 * keys. */
+	if (syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, NULL) < 0 && errno != ENOSYS)
+		return fail_errno(f, "session keyring", NULL);
+
 	/* The supervisor releases the command once everything outside the
 	 * sandbox is in place. */
-	if (lock_down(f) != 0)
+	if (lock_down(c->capabilities, f) != 0)
 		return -1;
 	struct report ready = {.kind = "ready", .running = running, .built = built};
 	if (send_report(sock, &ready, NULL, 0) != 0)
