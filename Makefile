@@ -10,7 +10,7 @@ GO ?= go
 # the tools program (image import and pull, and seccomp compiling, which
 # links libseccomp statically through cgo).
 JAIL_BUILD := CGO_ENABLED=0 GO=$(GO) sh internal/programs/gobuild.sh
-TEST_PACKAGES := busybox-static bubblewrap util-linux libseccomp-dev gcc libc6-dev musl-tools linux-libc-dev git python3 debootstrap curl
+TEST_PACKAGES := busybox-static bubblewrap util-linux libseccomp-dev gcc libc6-dev musl-tools linux-libc-dev git python3 debootstrap curl uidmap
 
 .PHONY: build build-deps programs test test-deps test-host test-cgroup2 bench vet clean
 

@@ -110,7 +110,7 @@ func checkCgroups() Feature {
 	}
 	l, err := cgroups.Detect()
 	if l.Version == cgroups.None {
-		f.Detail = fmt.Sprintf("not available: %s: %v; limits fall back to RLIMIT_DATA and RLIMIT_NPROC, --cpus is not enforced", layout, err)
+		f.Detail = fmt.Sprintf("not available: %s: %v; without a cgroup, %s", layout, err, FallbackLimits)
 		return f
 	}
 	f.Available = true

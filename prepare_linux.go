@@ -261,8 +261,8 @@ func resolve(spec *Spec) (*plan, error) {
 	p.cfg.Capabilities = defaultCapabilities
 	var why error
 	if p.cgroup, why = cgroups.Detect(); p.cgroup.Version == cgroups.None {
-		p.cfg.Limits.RlimitData, p.cfg.Limits.RlimitNproc = p.limits.Memory, p.limits.Pids
-		p.notices = append(p.notices, fmt.Sprintf("no cgroup for this sandbox (%v): memory is bounded per process (RLIMIT_DATA) and tasks by RLIMIT_NPROC; --cpus is not enforced", why))
+		p.fallbackLimits()
+		p.notices = append(p.notices, fmt.Sprintf("no cgroup for this sandbox (%v): %s", why, FallbackLimits))
 	}
 	if spec.TTY && spec.WindowSize != nil {
 		p.cfg.Process.Rows, p.cfg.Process.Cols = spec.WindowSize.Rows, spec.WindowSize.Cols
@@ -579,6 +579,29 @@ func jailStateDirs(store string) []string {
 		}
 	}
 	return out
+}
+
+// FallbackLimits says what bounds a sandbox that has no cgroup (rootless
+// on cgroup v1, or v2 without a delegated subtree), and what does not.
+const FallbackLimits = "each process's private memory is bounded by RLIMIT_DATA (--memory), the writable " +
+	"tmpfs mounts (/tmp, /run, /dev/shm, the home and the root's writable layer) by sizes that add up to " +
+	"less than --memory, System V shared memory by the ipc namespace's shmall (an eighth of --memory), and " +
+	"tasks by RLIMIT_NPROC (--pids); NOT bounded: memfd and other shared mappings, the page cache, " +
+	"kernel memory, and CPU (--cpus is not enforced)"
+
+// fallbackLimits bounds what can be bounded without a cgroup: rlimits per
+// process, and the shared places the sandbox can fill (its tmpfs mounts,
+// System V shared memory), whose sizes add up to less than the memory
+// limit (tmpfs pages count against nothing else here).
+func (p *plan) fallbackLimits() {
+	mem := p.limits.Memory
+	l := &p.cfg.Limits
+	l.RlimitData, l.RlimitNproc = mem, p.limits.Pids
+	// tmp, upper, home a sixth each, /dev/shm an eighth, /run a
+	// sixteenth, System V shm the remaining eighth or so.
+	l.TmpSize, l.UpperSize, l.HomeSize = min(l.TmpSize, mem/6), min(l.UpperSize, mem/6), min(l.HomeSize, mem/6)
+	l.ShmSize, l.RunSize = min(l.ShmSize, mem/8), min(l.RunSize, mem/16)
+	l.SysVShm = mem / 8
 }
 
 // hostHomes are the homes of the host's accounts that a sandbox on the host

@@ -478,6 +478,32 @@ func (b *builder) kernelFilesystems(devices []*os.File) error {
 	if err != nil {
 		return step("mount /sys", err)
 	}
+	return b.ipcLimits()
+}
+
+// ipcLimits bounds the System V shared memory of the sandbox's own ipc
+// namespace when the plan says (no cgroup charges it): shmmax in bytes,
+// shmall in pages, through the fresh /proc (its sysctls are the writer's
+// namespace's).
+func (b *builder) ipcLimits() error {
+	bytes := b.cfg.Limits.SysVShm
+	if bytes <= 0 {
+		return nil
+	}
+	for _, f := range []struct {
+		path  string
+		value int64
+	}{{"/proc/sys/kernel/shmmax", bytes}, {"/proc/sys/kernel/shmall", bytes / int64(os.Getpagesize())}} {
+		fd, err := unix.Openat2(int(b.root.Fd()), f.path, &unix.OpenHow{Flags: unix.O_WRONLY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS})
+		if err != nil {
+			return step("ipc limits", fmt.Errorf("%s: %w", f.path, err))
+		}
+		_, err = unix.Write(fd, []byte(strconv.FormatInt(f.value, 10)+"\n"))
+		unix.Close(fd)
+		if err != nil {
+			return step("ipc limits", fmt.Errorf("%s: %w", f.path, err))
+		}
+	}
 	return nil
 }
 

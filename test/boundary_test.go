@@ -1,6 +1,7 @@
 package test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -408,5 +409,127 @@ func TestRootInsideCanChownAndSwitchUsers(t *testing.T) {
 		if !strings.Contains(out, "0000000000000000") {
 			t.Errorf("--user 1000 has capabilities: %q", out)
 		}
+	})
+}
+
+// subIDAccount is a second unprivileged account that has subordinate ids
+// (made with a range in /etc/subuid and /etc/subgid when missing), for the
+// rootless runs that map them; the suite's main rootless account has none.
+func subIDAccount(t *testing.T) (*account, int) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make the account")
+	}
+	for _, h := range []string{"newuidmap", "newgidmap"} {
+		if _, err := exec.LookPath(h); err != nil {
+			t.Skipf("needs %s (Debian's uidmap)", h)
+		}
+	}
+	const name = "jail-test-sub"
+	if err := exec.Command("id", "-u", name).Run(); err != nil {
+		if out, err := exec.Command("useradd", "--system", "--create-home", "--shell", "/usr/sbin/nologin", name).CombinedOutput(); err != nil {
+			t.Fatalf("useradd: %v: %s", err, out)
+		}
+	}
+	for _, file := range []string{"/etc/subuid", "/etc/subgid"} {
+		data, _ := os.ReadFile(file)
+		if !strings.Contains("\n"+string(data), "\n"+name+":") {
+			f, err := os.OpenFile(file, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(f, "%s:%d:%d\n", name, 1500000000, 65536)
+			f.Close()
+		}
+	}
+	uidOut, _ := exec.Command("id", "-u", name).Output()
+	gidOut, _ := exec.Command("id", "-g", name).Output()
+	uid, _ := strconv.Atoi(strings.TrimSpace(string(uidOut)))
+	gid, _ := strconv.Atoi(strings.TrimSpace(string(gidOut)))
+	start := 0
+	data, _ := os.ReadFile("/etc/subuid")
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Split(line, ":"); len(f) == 3 && f[0] == name {
+			start, _ = strconv.Atoi(f[1])
+			break
+		}
+	}
+	return &account{uid: uid, gid: gid, home: "/home/" + name}, start
+}
+
+// Rootless with subordinate ids (issue 22, "root that works inside"): the
+// sandbox's ids 0..65535 map onto the caller and its subordinate range, so
+// archives with several owners keep them, users switch and groups drop;
+// what sandbox root writes to a workspace is still the caller's.
+func TestRootlessSubordinateIDs(t *testing.T) {
+	acct, subStart := subIDAccount(t)
+	checkNoLeaks(t)
+	ws := sharedTempDir(t, acct)
+	run := func(args ...string) result {
+		cmd := exec.Command("setpriv", append([]string{"--reuid", strconv.Itoa(acct.uid), "--regid", strconv.Itoa(acct.gid), "--clear-groups", "--", jailBin}, args...)...)
+		cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "TMPDIR=" + jailTmp, "HOME=" + acct.home}
+		return runCmd(t, cmd)
+	}
+	script := strings.Join([]string{
+		"set -e",
+		"cat /proc/self/uid_map | wc -l",
+		"cd /tmp && mkdir src && echo x > src/f && chown 1000:1000 src/f",
+		"tar -cf a.tar src && rm -rf src && tar -xpf a.tar && stat -c %u:%g src/f",
+		"setpriv --reuid 1000 --regid 1000 --clear-groups id -u",
+		"echo root > /workspace/by-root",
+		"chown 1000:1000 /workspace && setpriv --reuid 1000 --regid 1000 --clear-groups sh -c 'echo u > /workspace/by-1000' && chown 0:0 /workspace",
+	}, "\n")
+	r := run("run", "--workspace", ws, "--", "sh", "-c", script)
+	if want := "2\n1000:1000\n1000\n"; r.code != 0 || r.stdout != want {
+		t.Fatalf("exit %d, stdout %q (want %q), stderr %q", r.code, r.stdout, want, r.stderr)
+	}
+	for name, want := range map[string]int{"by-root": acct.uid, "by-1000": subStart + 999} {
+		var st syscall.Stat_t
+		if err := syscall.Stat(filepath.Join(ws, name), &st); err != nil {
+			t.Fatal(err)
+		}
+		if int(st.Uid) != want {
+			t.Errorf("%s is owned by host uid %d; want %d", name, st.Uid, want)
+		}
+	}
+	if r := run("check"); !strings.Contains(r.stdout, fmt.Sprintf("subordinate uids %d-", subStart)) {
+		t.Errorf("jail check does not say the subordinate ids are mapped: %s", r.stdout)
+	}
+	// And a command that is not root gets no capabilities.
+	if r := run("run", "--user", "1000", "--", "grep", "CapEff", "/proc/self/status"); !strings.Contains(r.stdout, "0000000000000000") {
+		t.Errorf("--user 1000: %q %s", r.stdout, r.stderr)
+	}
+}
+
+// Issue 22, item 9, as far as it can be done: a lock a sandbox takes on a
+// file of its root filesystem stays in the sandbox when that root is an
+// overlay (--rootfs, --image): the overlay's inode is locked, not the
+// host's. (On the host tree and on bind mounts, which are the host's own
+// inodes, a sandbox can flock a file it can read; README, Known limits.)
+func TestLocksOnLayersStayInside(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		cmd := command(m, withProbe("--rootfs", rootfsDir, "--", "/opt/probe/jailprobe", "flock", "/etc/image-release")...)
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer cmd.Wait()
+		buf := make([]byte, 7)
+		if n, _ := stdout.Read(buf); string(buf[:n]) != "locked\n" {
+			cmd.Process.Kill()
+			t.Fatalf("the sandbox did not take its lock: %q", buf[:n])
+		}
+		f, err := os.Open(filepath.Join(rootfsDir, "etc", "image-release"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			t.Errorf("the host cannot lock the layer's file while a sandbox holds it: %v", err)
+		}
+		unix.Flock(int(f.Fd()), unix.LOCK_UN)
 	})
 }

@@ -172,6 +172,22 @@ func TestRootlessFallbackLimits(t *testing.T) {
 	if strings.Contains(out, "survived") {
 		t.Errorf("a 400M allocation succeeded under --memory 64M: %v", res)
 	}
+	// Issue 22, item 6: the places the whole sandbox shares are bounded
+	// too, together below --memory, and the notice says what is not.
+	if !strings.Contains(r.stderr, "NOT bounded: memfd") {
+		t.Errorf("the notice does not say what is not bounded: %q", r.stderr)
+	}
+	const shared = `total=0; for d in /tmp /run /dev/shm /root; do kb=$(df -k $d | awk 'NR==2{print $2}'); total=$((total+kb)); done; echo $total; cat /proc/sys/kernel/shmmax`
+	r = jail(t, m, "run", "--memory", "64M", "--", "sh", "-c", shared)
+	f := strings.Fields(r.stdout)
+	if len(f) != 2 {
+		t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	tmpfsKB, _ := strconv.Atoi(f[0])
+	shmmax, _ := strconv.Atoi(f[1])
+	if tmpfsKB <= 0 || tmpfsKB*1024+shmmax > 64<<20 {
+		t.Errorf("under --memory 64M the tmpfs mounts hold %d KiB and System V shm %d bytes", tmpfsKB, shmmax)
+	}
 }
 
 // TestRootlessDelegatedCgroup: an ordinary user with a delegated cgroup v2

@@ -112,4 +112,8 @@ type Limits struct {
 	// runs: the fallback where no cgroup can hold the sandbox.
 	RlimitData  int64 `json:"rlimit_data,omitempty"`
 	RlimitNproc int64 `json:"rlimit_nproc,omitempty"`
+	// SysVShm, when not 0, bounds the System V shared memory of the
+	// sandbox's ipc namespace (kernel.shmmax and shmall): the fallback
+	// too, since no cgroup charges it.
+	SysVShm int64 `json:"sysv_shm,omitempty"`
 }

@@ -17,7 +17,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: jailprobe connect ADDR | ptrace PID | open-write PATH | tiocsti | fds | pids")
+		fmt.Fprintln(os.Stderr, "usage: jailprobe connect ADDR | ptrace PID | open-write PATH | flock PATH | tiocsti | fds | pids")
 		os.Exit(2)
 	}
 	arg := ""
@@ -39,6 +39,17 @@ func main() {
 	case "open-write":
 		var f *os.File
 		if f, err = os.OpenFile(arg, os.O_WRONLY, 0); err == nil {
+			f.Close()
+		}
+	case "flock":
+		// Holds an exclusive lock on a file opened read-only, for three
+		// seconds once it says so.
+		var f *os.File
+		if f, err = os.Open(arg); err == nil {
+			if err = unix.Flock(int(f.Fd()), unix.LOCK_EX); err == nil {
+				fmt.Println("locked")
+				time.Sleep(3 * time.Second)
+			}
 			f.Close()
 		}
 	case "tiocsti":

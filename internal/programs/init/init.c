@@ -203,7 +203,7 @@ struct config {
 	char *hostname;
 	struct process process;
 	int64_t tmp_size, run_size, shm_size, upper_size, home_size;
-	int64_t rlimit_data, rlimit_nproc;
+	int64_t rlimit_data, rlimit_nproc, sysv_shm;
 	char **masks;
 	size_t nmasks;
 	char **read_only_paths;
@@ -386,7 +386,7 @@ static struct config *read_config(struct reader *r)
 	c->hostname = read_string(r);
 	read_process(r, &c->process);
 	int64_t *limits[] = {&c->tmp_size, &c->run_size, &c->shm_size, &c->upper_size,
-			     &c->home_size, &c->rlimit_data, &c->rlimit_nproc};
+			     &c->home_size, &c->rlimit_data, &c->rlimit_nproc, &c->sysv_shm};
 	for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++)
 		*limits[i] = read_int(r);
 	c->masks = read_strings(r, &c->nmasks);
@@ -1270,6 +1270,38 @@ static int create_file(int dir, const char *name)
 }
 
 /* kernel_filesystems mounts /proc, /dev and /sys. */
+/* ipc_limits bounds the System V shared memory of the sandbox's own ipc
+ * namespace when the plan says (no cgroup charges it): shmmax in bytes,
+ * shmall in pages, through the fresh /proc (its sysctls are the writer's
+ * namespace's). */
+static int ipc_limits(struct builder *b)
+{
+	int64_t bytes = b->cfg->sysv_shm;
+	if (bytes <= 0)
+		return 0;
+	long page = sysconf(_SC_PAGESIZE);
+	struct {
+		const char *path;
+		int64_t value;
+	} files[] = {{"/proc/sys/kernel/shmmax", bytes}, {"/proc/sys/kernel/shmall", bytes / (page > 0 ? page : 4096)}};
+	struct open_how how = {.flags = O_WRONLY | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS};
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		char text[32];
+		int n = snprintf(text, sizeof(text), "%lld\n", (long long)files[i].value);
+		int fd = (int)syscall(SYS_openat2, b->root, files[i].path, &how, sizeof(how));
+		if (fd < 0)
+			return fail_errno(b->f, "ipc limits", files[i].path);
+		ssize_t w = write(fd, text, (size_t)n);
+		int saved = errno;
+		close(fd);
+		if (w != n) {
+			errno = w < 0 ? saved : EIO;
+			return fail_errno(b->f, "ipc limits", files[i].path);
+		}
+	}
+	return 0;
+}
+
 static int kernel_filesystems(struct builder *b, const int *devices)
 {
 	int proc = top_dir(b, "/proc", "create /proc");
@@ -1339,7 +1371,7 @@ static int kernel_filesystems(struct builder *b, const int *devices)
 	close(sys);
 	if (err != 0)
 		return fail_errno(b->f, "mount /sys", NULL);
-	return 0;
+	return ipc_limits(b);
 }
 
 /* mask covers an existing path: a directory with the empty read-only
