@@ -13,8 +13,9 @@
  * descriptor 3 and the plan's files above it. It reads the sandbox's
  * description, builds the root filesystem and pivots into it, sets host
  * name, loopback and rlimits, enters its v1 cgroup when the supervisor made
- * it meanwhile (and only then makes its cgroup namespace), drops its
- * capabilities' bounding set and sets
+ * it meanwhile (and only then makes its cgroup namespace), joins a fresh
+ * session keyring, reduces its capabilities' bounding set to the profile's
+ * (capabilities confined to the sandbox's user namespace) and sets
  * no_new_privs, reports ready, waits for the release, forks the command and
  * stays behind as pid 1: it reaps orphans and reports how the command
  * ended.
