@@ -26,10 +26,12 @@ const (
 // Opened is a store whose root directory was opened once and checked (see
 // Store.Open): every later step works through descriptors of that very
 // directory and of its layers/ and tmp/, never through the store's path
-// again. A nil dir means the store does not exist yet (opened for reading).
+// again. A dir of -1 means the store does not exist yet (opened for
+// reading).
 type Opened struct {
 	Store
 	dir, layers, tmp int // O_PATH descriptors, -1 when absent
+	euid             int // the caller, who must own the store
 }
 
 // Close releases the store's descriptors.
@@ -62,7 +64,7 @@ func (s Store) Prepare() (*Opened, error) {
 }
 
 func (s Store) open(create bool) (*Opened, error) {
-	o := &Opened{Store: s, dir: -1, layers: -1, tmp: -1}
+	o := &Opened{Store: s, dir: -1, layers: -1, tmp: -1, euid: os.Geteuid()}
 	if s.Root == "" || len(s.Root) > 4000 {
 		return nil, fmt.Errorf("image store %q: not a usable path", s.Root)
 	}
@@ -76,12 +78,7 @@ func (s Store) open(create bool) (*Opened, error) {
 		return nil, fmt.Errorf("image store %s: %w", o.Root, err)
 	}
 	created := false
-	if os.Geteuid() == 0 {
-		o.dir, created, err = walkAsRoot(abs, create)
-	} else {
-		o.dir, created, err = openOwn(abs, create)
-	}
-	if err != nil {
+	if o.dir, created, err = openStoreDir(abs, o.euid, create); err != nil {
 		return fail(err)
 	}
 	if o.dir < 0 {
@@ -103,62 +100,27 @@ func (s Store) open(create bool) (*Opened, error) {
 	return o, nil
 }
 
-// walkAsRoot opens path for root, component by component from /, following
-// no symbolic link, and checks that each directory is root's and that no
-// one else can write it (a sticky directory, whose entries only their
-// owners may rename, is passed through).
-func walkAsRoot(path string, create bool) (fd int, created bool, err error) {
-	fd, err = unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return -1, false, err
-	}
-	parts := strings.Split(strings.TrimPrefix(path, "/"), "/")
-	if path == "/" {
-		parts = nil
-	}
-	where := "/"
-	for i := 0; ; i++ {
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil {
-			unix.Close(fd)
+// openStoreDir opens the store's directory path (absolute and clean),
+// making it when missing and create is set. The directory itself must not
+// be a link, must be euid's, and writable by no one else. As root, every
+// directory above it must be root's, no link, and writable by no one else
+// unless sticky (/tmp: only an entry's owner may rename it): so no one but
+// root can change what path leads to, and the open below reaches the
+// directory the checks saw.
+func openStoreDir(path string, euid int, create bool) (fd int, created bool, err error) {
+	if euid == 0 {
+		if err := checkAncestors(path, create); err != nil || path == "/" {
+			if err == nil {
+				err = errors.New("the root directory is no image store")
+			}
 			return -1, false, err
 		}
-		last := i == len(parts)
-		if err := checkDir(&st, 0, last); err != nil {
-			unix.Close(fd)
-			return -1, false, pathErr(path, where, err)
-		}
-		if last {
-			return fd, created, nil
-		}
-		next, made, err := openDirAt(fd, parts[i], create, 0o755)
-		unix.Close(fd)
-		if err != nil || next < 0 {
-			return -1, false, pathErr(path, filepath.Join(where, parts[i]), err)
-		}
-		fd, created, where = next, made, filepath.Join(where, parts[i])
-	}
-}
-
-// openOwn opens path for an ordinary user: the directories above it are
-// resolved as usual (they decide nothing: the store must be the caller's),
-// the store itself is not followed if it is a link.
-func openOwn(path string, create bool) (fd int, created bool, err error) {
-	parent, base := filepath.Dir(path), filepath.Base(path)
-	if create {
-		if err := os.MkdirAll(parent, 0o755); err != nil {
+	} else if create {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return -1, false, err
 		}
 	}
-	pfd, err := unix.Open(parent, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if errors.Is(err, unix.ENOENT) && !create {
-		return -1, false, nil
-	}
-	if err != nil {
-		return -1, false, pathErr(path, parent, err)
-	}
-	defer unix.Close(pfd)
-	fd, created, err = openDirAt(pfd, base, create, 0o750)
+	fd, created, err = openDirAt(unix.AT_FDCWD, path, create, 0o750)
 	if err != nil || fd < 0 {
 		return -1, false, err
 	}
@@ -167,11 +129,50 @@ func openOwn(path string, create bool) (fd int, created bool, err error) {
 		unix.Close(fd)
 		return -1, false, err
 	}
-	if err := checkDir(&st, os.Geteuid(), true); err != nil {
+	if err := checkDir(&st, euid, true); err != nil {
 		unix.Close(fd)
 		return -1, false, err
 	}
 	return fd, created, nil
+}
+
+// checkAncestors checks, from / down, the directories above path (see
+// openStoreDir), making missing ones (root's, 0755) when create is set.
+func checkAncestors(path string, create bool) error {
+	for i := 0; i < len(path); {
+		dir := path[:i]
+		if i == 0 {
+			dir = "/"
+		}
+		var st unix.Stat_t
+		err := unix.Lstat(dir, &st)
+		if errors.Is(err, unix.ENOENT) && create {
+			if err = unix.Mkdir(dir, 0o755); err == nil || errors.Is(err, unix.EEXIST) {
+				err = unix.Lstat(dir, &st)
+			}
+		}
+		if errors.Is(err, unix.ENOENT) {
+			return nil // the store is missing too: nothing to open
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", dir, err)
+		}
+		switch {
+		case st.Mode&unix.S_IFMT == unix.S_IFLNK:
+			return fmt.Errorf("%s: %w", dir, errSymlink)
+		case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+			return fmt.Errorf("%s: %w", dir, errNotDir)
+		}
+		if err := checkDir(&st, 0, false); err != nil {
+			return fmt.Errorf("%s: %w", dir, err)
+		}
+		next := strings.IndexByte(path[i+1:], '/')
+		if next < 0 {
+			return nil
+		}
+		i += 1 + next
+	}
+	return nil
 }
 
 // pathErr names path in err, relative to the store when it is inside it
@@ -262,7 +263,7 @@ func (o *Opened) subdir(name string, create bool, mode uint32, storeIsNew bool) 
 		unix.Close(fd)
 		return -1, err
 	}
-	if err := checkDir(&st, os.Geteuid(), true); err != nil {
+	if err := checkDir(&st, o.euid, true); err != nil {
 		unix.Close(fd)
 		return -1, pathErr("", name, err)
 	}
@@ -306,9 +307,9 @@ func (o *Opened) setOwner(pathFD int, name string, mode uint32) error {
 		return pathErr("", name, err)
 	}
 	defer unix.Close(fd)
-	gid := 0
+	gid := 0 // tmp/ (0700) is root's alone
 	if mode == 0o750 {
-		gid = o.Own.Base
+		gid = o.Own.Base // the store and layers/: the sandboxes reach them
 	}
 	if err := unix.Fchown(fd, 0, gid); err != nil {
 		return pathErr("", name, err)
@@ -566,8 +567,14 @@ func (o *Opened) CommitLayer(t *Temp, diffID string) (existed bool, err error) {
 	if !ValidDiffID(diffID) {
 		return false, fmt.Errorf("unsupported diff ID %s", diffID)
 	}
-	err = unix.Renameat2(o.tmp, t.name, o.layers, strings.TrimPrefix(diffID, "sha256:"), unix.RENAME_NOREPLACE)
-	if errors.Is(err, unix.EEXIST) {
+	final := strings.TrimPrefix(diffID, "sha256:")
+	err = unix.Renameat2(o.tmp, t.name, o.layers, final, unix.RENAME_NOREPLACE)
+	if errors.Is(err, unix.EINVAL) {
+		// A filesystem without RENAME_NOREPLACE: a plain rename does not
+		// replace a directory that has entries, and a layer has some.
+		err = unix.Renameat(o.tmp, t.name, o.layers, final)
+	}
+	if errors.Is(err, unix.EEXIST) || errors.Is(err, unix.ENOTEMPTY) {
 		return true, nil
 	}
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
@@ -151,6 +152,60 @@ func TestHostileImageFilesDoNotStallJail(t *testing.T) {
 		if r := jailS("run", "--image", "localhost/link-inside:1", "--", "id", "-u"); r.code != 0 || r.stdout != "1234\n" {
 			t.Errorf("a link inside the image: exit %d, %q %q; want uid 1234", r.code, r.stdout, r.stderr)
 		}
+
+		// Through the API: the run is refused at once (it once held the
+		// server's lock while blocked), and the server answers meanwhile.
+		t.Run("serve", func(t *testing.T) {
+			socket := filepath.Join(sharedTempDir(t, map[bool]*account{true: rootless}[m.rootless]), "jail.sock")
+			serve := command(m, "serve", "--socket", socket, "--pool", "1")
+			serve.Env = append(serve.Env, "JAIL_IMAGE_STORE="+store)
+			if err := serve.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				serve.Process.Signal(syscall.SIGTERM)
+				done := make(chan error, 1)
+				go func() { done <- serve.Wait() }()
+				select {
+				case <-done:
+				case <-time.After(60 * time.Second): // a hang, not a timing
+					serve.Process.Kill()
+					<-done
+					t.Errorf("jail serve did not stop on SIGTERM")
+				}
+			}()
+			curl := func(method, path, body string) (int, string) {
+				t.Helper()
+				// -m: a hang fails the test instead of holding it.
+				args := []string{"-s", "-m", "60", "--unix-socket", socket, "-X", method, "-w", "\n%{http_code}"}
+				if body != "" {
+					args = append(args, "--data-binary", body)
+				}
+				out, _ := exec.Command("curl", append(args, "http://jail"+path)...).Output()
+				text := strings.TrimSpace(string(out))
+				i := strings.LastIndex(text, "\n")
+				code, _ := strconv.Atoi(text[i+1:])
+				return code, text[:max(i, 0)]
+			}
+			for i := 0; ; i++ {
+				if code, _ := curl("GET", "/v1/health", ""); code == 200 {
+					break
+				}
+				if i == 1500 {
+					t.Fatal("jail serve does not answer")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			for _, what := range []string{"fifo", "big"} {
+				code, body := curl("POST", "/v1/run", `{"image":"localhost/`+what+`:1","cmd":"id","timeout_s":3}`)
+				if code != 400 || !strings.Contains(body, "/etc/passwd") {
+					t.Errorf("POST /v1/run of the %s image: %d %s; want 400 naming /etc/passwd", what, code, body)
+				}
+				if code, body := curl("GET", "/v1/health", ""); code != 200 {
+					t.Errorf("health after the %s image: %d %s", what, code, body)
+				}
+			}
+		})
 	})
 }
 

@@ -448,7 +448,7 @@ func (s store) storeLayer(l v1.Layer, diffID v1.Hash, label string, imageSoFar i
 	// The blob, the decompressed stream and what is written are each held
 	// to the bound as they pass (compression may add a little).
 	blobHash, contentHash := sha256.New(), sha256.New()
-	fetched := &countingReader{r: io.TeeReader(m.reader(rc, m.max+m.max/8+1<<20), blobHash)}
+	fetched := &countingReader{r: io.TeeReader(m.blob(rc), blobHash)}
 	// A blob that is not what the manifest says is reported as such, even
 	// when it also fails to decompress or unpack.
 	blobMismatch := func() error {
@@ -472,7 +472,7 @@ func (s store) storeLayer(l v1.Layer, diffID v1.Hash, label string, imageSoFar i
 		return fail(err)
 	}
 	defer content.Close()
-	counted := &countingReader{r: io.TeeReader(m.reader(content, m.max), contentHash)}
+	counted := &countingReader{r: io.TeeReader(m.content(content), contentHash)}
 	stop := s.showProgress(label, counted)
 	err = unpackLayer(counted, tmp.Root, s.Own, m)
 	stop()
@@ -545,12 +545,19 @@ func (m *meter) err() error {
 	return fmt.Errorf("the image exceeds the bound of %s per image (--max-size raises it)", human(m.lim.Image))
 }
 
-// reader counts what passes through r into m.stream (for the stream of
-// the content; a blob is only held to limit) and fails past limit.
-func (m *meter) reader(r io.Reader, limit int64) io.Reader {
-	return &meteredReader{r: r, m: m, limit: limit, stream: limit == m.max}
+// content holds the layer's uncompressed stream, r, to the bound, counting
+// it as m.stream.
+func (m *meter) content(r io.Reader) io.Reader {
+	return &meteredReader{r: r, m: m, limit: m.max, stream: true}
 }
 
+// blob holds a compressed blob to the bound, with room for what
+// compression adds to incompressible data.
+func (m *meter) blob(r io.Reader) io.Reader {
+	return &meteredReader{r: r, m: m, limit: m.max + m.max/8 + 1<<20}
+}
+
+// meteredReader fails with errTooBig once more than limit bytes passed.
 type meteredReader struct {
 	r      io.Reader
 	m      *meter
