@@ -587,30 +587,33 @@ func (o *Opened) CommitLayer(t *Temp, diffID string) (existed bool, err error) {
 	return false, nil
 }
 
-// LayerSize reports whether the layer is stored, and the size of its
-// files.
-func (o *Opened) LayerSize(diffID string) (int64, bool) {
+// LayerSize reports whether the layer is stored, the size of its files
+// and how many entries it has.
+func (o *Opened) LayerSize(diffID string) (size, entries int64, ok bool) {
 	if o.layers < 0 || !ValidDiffID(diffID) {
-		return 0, false
+		return 0, 0, false
 	}
 	fd, _, err := openDirAt(o.layers, strings.TrimPrefix(diffID, "sha256:"), false, 0)
 	if err != nil || fd < 0 {
-		return 0, false
+		return 0, 0, false
 	}
 	defer unix.Close(fd)
 	root, err := rootOf(fd)
 	if err != nil {
-		return 0, false
+		return 0, 0, false
 	}
 	defer root.Close()
-	var total int64
 	_ = fs.WalkDir(root.FS(), ".", func(_ string, d fs.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() {
+		if err != nil {
+			return nil
+		}
+		entries++
+		if d.Type().IsRegular() {
 			if info, err := d.Info(); err == nil {
-				total += info.Size()
+				size += info.Size()
 			}
 		}
 		return nil
 	})
-	return total, true
+	return size, entries, true
 }

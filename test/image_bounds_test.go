@@ -403,9 +403,10 @@ func TestImageImportSizeBounds(t *testing.T) {
 			// The same zeros after the tar's end: nothing written, but
 			// the decompressed stream still counts.
 			{what: "gzip bomb after the tar", img: image(t, nil, nil, layerFromBytes(t, gzipOf(t, zerosTar(t, 0, 96<<20)))), flags: []string{"--max-layer-size", "64M"}, bound: "per layer"},
-			// Two layers of 1200 small files: each fits, together
-			// they pass the image's bound.
-			{what: "many small files", img: image(t, nil, nil, layerOf(t, smallFiles("a", 1200, 100)), layerOf(t, smallFiles("b", 1200, 100))), flags: []string{"--max-size", "2M"}, bound: "per image"},
+			// Two layers of 300 small files (1.2 MiB each, counting
+			// 4 KiB an entry): each fits, together they pass the
+			// image's bound.
+			{what: "many small files", img: image(t, nil, nil, layerOf(t, smallFiles("a", 300, 100)), layerOf(t, smallFiles("b", 300, 100))), flags: []string{"--max-size", "2M"}, bound: "per image"},
 		}
 		for _, c := range cases {
 			t.Run(strings.ReplaceAll(c.what, " ", "-"), func(t *testing.T) {

@@ -21,7 +21,9 @@ import (
 // Limits bound what an import or pull may write into the store. A layer
 // costs the larger of its uncompressed tar stream and what unpacking it
 // writes: file contents (a sparse entry at its full size, holes included)
-// and 512 bytes per entry. A compressed layer counts after decompression.
+// and 4 KiB per entry (a filesystem block, what a small file or directory
+// takes; it also bounds how many inodes an import uses). A compressed layer
+// counts after decompression.
 type Limits struct {
 	// Layer bounds one layer; Image all the layers of one image (those
 	// already in the store included).
@@ -43,8 +45,8 @@ type store struct {
 }
 
 type pendingLayer struct {
-	dir  *images.Temp
-	size int64
+	dir        *images.Temp
+	size, cost int64
 }
 
 // commit gives every pending layer its final name.

@@ -375,11 +375,12 @@ func (s store) store(img v1.Image) (images.Image, error) {
 			WorkingDir: cfg.Config.WorkingDir, User: cfg.Config.User,
 		},
 	}
+	var imageCost int64
 	for i, l := range layers {
 		diffID := cfg.RootFS.DiffIDs[i]
 		start := time.Now()
 		label := fmt.Sprintf("layer %d/%d %s", i+1, len(layers), images.Short(diffID.String()))
-		size, err := s.storeLayer(l, diffID, label, rec.Size)
+		size, cost, err := s.storeLayer(l, diffID, label, imageCost)
 		if err != nil {
 			return images.Image{}, fmt.Errorf("layer %s: %w", images.Short(diffID.String()), err)
 		}
@@ -388,6 +389,7 @@ func (s store) store(img v1.Image) (images.Image, error) {
 		}
 		rec.Layers = append(rec.Layers, diffID.String())
 		rec.Size += size
+		imageCost += cost
 	}
 	return rec, nil
 }
@@ -399,39 +401,40 @@ var supportedLayers = map[types.MediaType]bool{
 
 // storeLayer verifies a layer against both its digests and unpacks it into
 // tmp/, pending until the import commits, unless the store or this import
-// already has it. imageSoFar is what the image's layers below it cost; it
-// returns what this one costs.
-func (s store) storeLayer(l v1.Layer, diffID v1.Hash, label string, imageSoFar int64) (int64, error) {
+// already has it. imageSoFar is what the image's layers below it cost (see
+// Limits); it returns the layer's size (its uncompressed tar) and cost.
+func (s store) storeLayer(l v1.Layer, diffID v1.Hash, label string, imageSoFar int64) (size, cost int64, err error) {
 	if diffID.Algorithm != "sha256" || !images.ValidDiffID(diffID.String()) {
-		return 0, fmt.Errorf("unsupported diff ID %s", diffID)
+		return 0, 0, fmt.Errorf("unsupported diff ID %s", diffID)
 	}
 	m := &meter{lim: s.lim, max: min(s.lim.Layer, s.lim.Image-imageSoFar)}
 	if p, ok := s.pending[diffID.String()]; ok {
-		return p.size, m.check(p.size)
+		return p.size, p.cost, m.check(p.cost)
 	}
-	if size, ok := s.LayerSize(diffID.String()); ok {
-		return size, m.check(size)
+	if size, entries, ok := s.LayerSize(diffID.String()); ok {
+		cost := size + entries*entryCost
+		return size, cost, m.check(cost)
 	}
 	mt, err := l.MediaType()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if !supportedLayers[mt] {
-		return 0, fmt.Errorf("unsupported media type %s", mt)
+		return 0, 0, fmt.Errorf("unsupported media type %s", mt)
 	}
 	want, err := l.Digest()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	rc, err := l.Compressed()
 	if err != nil {
-		return 0, fmt.Errorf("missing blob %s: %v", images.Short(want.String()), err)
+		return 0, 0, fmt.Errorf("missing blob %s: %v", images.Short(want.String()), err)
 	}
 	defer rc.Close()
 
 	tmp, err := s.TempDir("layer-")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	kept := false
 	defer func() {
@@ -440,7 +443,7 @@ func (s store) storeLayer(l v1.Layer, diffID v1.Hash, label string, imageSoFar i
 		}
 	}()
 	if err := tmp.Root.Chmod(".", 0o755); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	// One pass: the blob is hashed as it is read, decompressed, and the
 	// content hashed as it is unpacked. Both digests are checked before
@@ -458,14 +461,14 @@ func (s store) storeLayer(l v1.Layer, diffID v1.Hash, label string, imageSoFar i
 		}
 		return nil
 	}
-	fail := func(err error) (int64, error) {
+	fail := func(err error) (int64, int64, error) {
 		if errors.Is(err, errTooBig) {
-			return 0, m.err()
+			return 0, 0, m.err()
 		}
 		if mismatch := blobMismatch(); mismatch != nil {
-			return 0, mismatch
+			return 0, 0, mismatch
 		}
-		return 0, err
+		return 0, 0, err
 	}
 	content, err := decompress(mt, fetched)
 	if err != nil {
@@ -488,18 +491,21 @@ func (s store) storeLayer(l v1.Layer, diffID v1.Hash, label string, imageSoFar i
 	}
 	h := contentHash
 	if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); got != diffID.String() {
-		return 0, fmt.Errorf("digest mismatch: the layer's content is %s, the config says %s", images.Short(got), images.Short(diffID.String()))
+		return 0, 0, fmt.Errorf("digest mismatch: the layer's content is %s, the config says %s", images.Short(got), images.Short(diffID.String()))
 	}
 	if s.Own.Shift {
 		// The layer's root directory reads as sandbox root's.
 		if err := tmp.Root.Chown(".", s.Own.Base, s.Own.Base); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
-	s.pending[diffID.String()] = &pendingLayer{dir: tmp, size: m.cost()}
+	s.pending[diffID.String()] = &pendingLayer{dir: tmp, size: m.stream, cost: m.cost()}
 	kept = true
-	return m.cost(), nil
+	return m.stream, m.cost(), nil
 }
+
+// entryCost is what an entry costs besides its content (see Limits).
+const entryCost = 4 << 10
 
 // errTooBig stops an unpack that passed its bound; meter.err says which.
 var errTooBig = errors.New("past the size bound")

@@ -45,7 +45,7 @@ func unpackLayer(r io.Reader, root *os.Root, own images.Ownership, m *meter) err
 		if err != nil {
 			return fmt.Errorf("layer tar: %w", err)
 		}
-		size := int64(512) // what an entry costs: its header, an inode
+		size := int64(entryCost)
 		if hdr.Typeflag == tar.TypeReg || hdr.Typeflag == tar.TypeRegA {
 			size += hdr.Size
 		}
