@@ -60,7 +60,12 @@ func imageCommand(args []string) int {
 		if err := fs.Parse(rest); err != nil {
 			return fail("image pull: %v", err)
 		}
-		if ref == "" || fs.NArg() > 0 {
+		if ref == "" && fs.NArg() == 1 {
+			ref = fs.Arg(0)
+		} else if fs.NArg() > 0 {
+			ref = ""
+		}
+		if ref == "" {
 			return fail("image pull: usage: jail image pull REF [--max-size SIZE] [--max-layer-size SIZE] [--quiet]")
 		}
 		if !*quiet && isTerminal(os.Stderr) {
