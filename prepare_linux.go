@@ -116,24 +116,16 @@ func prepare(spec *Spec) (*plan, error) {
 // resolve is prepare, short of marking its errors.
 func resolve(spec *Spec) (*plan, error) {
 	var image *images.Image
-	store := ImageStore()
+	var layers []images.Layer
 	if spec.Image != "" {
 		if spec.Rootfs != "" {
 			return nil, invalid("--image", "--image and --rootfs exclude each other")
 		}
-		img, err := store.Lookup(spec.Image)
+		img, l, err := resolveImage(spec)
 		if err != nil {
 			return nil, &SetupError{Step: "image " + spec.Image, Err: err}
 		}
-		image = &img
-		if len(spec.Command) == 0 {
-			spec.Command = append(append([]string{}, img.Config.Entrypoint...), img.Config.Cmd...)
-		}
-		if spec.User == "" && img.Config.User != "" {
-			if spec.User, err = store.ResolveUser(img, img.Config.User); err != nil {
-				return nil, &SetupError{Step: "image " + spec.Image, Err: err}
-			}
-		}
+		image, layers = &img, l
 	}
 	if len(spec.Command) == 0 {
 		return nil, invalid("run", "no command given")
@@ -280,15 +272,11 @@ func resolve(spec *Spec) (*plan, error) {
 	switch {
 	case image != nil:
 		// Overlay wants the top layer first.
-		for i := len(image.Layers) - 1; i >= 0; i-- {
-			l, err := layerOf(store.LayerDir(image.Layers[i]))
-			if err != nil {
-				return nil, &SetupError{Step: "image " + spec.Image, Err: err}
-			}
-			p.cfg.Rootfs.Lowers = append(p.cfg.Rootfs.Lowers, l)
+		for i := len(layers) - 1; i >= 0; i-- {
+			p.cfg.Rootfs.Lowers = append(p.cfg.Rootfs.Lowers, config.Layer{Path: layers[i].Path, Dev: layers[i].Dev, Ino: layers[i].Ino})
 		}
 		if image.Config.WorkingDir != "" {
-			p.cfg.Process.Cwd = image.Config.WorkingDir
+			p.cfg.Process.Cwd = filepath.Clean(image.Config.WorkingDir)
 		}
 	case spec.Rootfs != "":
 		// A root layer shows the sandbox everything below it: the same
@@ -404,6 +392,40 @@ func layerOf(dir string) (config.Layer, error) {
 
 // ImageStore is the caller's image store (images.CallerStore).
 func ImageStore() images.Store { return images.CallerStore() }
+
+// resolveImage finds spec's image and its layers in the caller's store,
+// opened once, and fills in what the image decides when spec does not: the
+// command and the user. The image's working directory is checked as
+// --workdir is.
+func resolveImage(spec *Spec) (images.Image, []images.Layer, error) {
+	store, err := ImageStore().Open()
+	if err != nil {
+		return images.Image{}, nil, err
+	}
+	defer store.Close()
+	img, err := store.Lookup(spec.Image)
+	if err != nil {
+		return img, nil, err
+	}
+	if wd := img.Config.WorkingDir; wd != "" {
+		if err := rootfs.CheckWorkdir(wd); err != nil {
+			return img, nil, fmt.Errorf("the image's working directory: %v", err)
+		}
+	}
+	layers, err := store.Layers(img)
+	if err != nil {
+		return img, nil, err
+	}
+	if len(spec.Command) == 0 {
+		spec.Command = append(append([]string{}, img.Config.Entrypoint...), img.Config.Cmd...)
+	}
+	if spec.User == "" && img.Config.User != "" {
+		if spec.User, err = store.ResolveUser(img, img.Config.User); err != nil {
+			return img, nil, err
+		}
+	}
+	return img, layers, nil
+}
 
 // applyProfile fills in what the caller left to the profile: limits and
 // environment (the caller's --env entries win).

@@ -14,10 +14,17 @@
 // complete and its content matched its digest (written in tmp/, renamed
 // into place); images.json is replaced atomically; a failed or interrupted
 // import leaves nothing a later run could use.
+//
+// The store's path may come from the environment of a less trusted user
+// (JAIL_IMAGE_STORE kept through sudo), so it is opened once (Store.Open,
+// Store.Prepare) and checked: no symbolic link, the caller's own, writable
+// by no one else, and as root the same for every directory above it. All
+// later steps go through that descriptor; a layer id becomes a path only
+// once it is a sha256 digest. What is read out of an image on the host side
+// is bounded and cannot block (readImageFile).
 package images
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -103,18 +110,20 @@ func DefaultStore(own Ownership) Store {
 	return Store{Root: filepath.Join(dir, "jail"), Own: own}
 }
 
-// LayerDir is where a layer is unpacked.
-func (s Store) LayerDir(diffID string) string {
-	return filepath.Join(s.Root, "layers", strings.TrimPrefix(diffID, "sha256:"))
+// Layer is a layer's directory as a run uses it: its path and what it is
+// (the init opens the path and checks it is still this directory).
+type Layer struct {
+	Path     string
+	Dev, Ino uint64
 }
 
 // Lookup finds an image by reference (either form).
-func (s Store) Lookup(ref string) (Image, error) {
+func (o *Opened) Lookup(ref string) (Image, error) {
 	n, err := Normalize(ref)
 	if err != nil {
 		return Image{}, err
 	}
-	all, err := s.readIndex()
+	all, err := o.readIndex()
 	if err != nil {
 		return Image{}, err
 	}
@@ -122,17 +131,30 @@ func (s Store) Lookup(ref string) (Image, error) {
 	if !ok {
 		return Image{}, errors.New("not in the store (jail image import or pull)")
 	}
-	for _, l := range img.Layers {
-		if _, err := os.Stat(s.LayerDir(l)); err != nil {
-			return Image{}, fmt.Errorf("layer %s is missing from the store", Short(l))
-		}
-	}
 	return img, nil
 }
 
+// Layers returns the directories of img's layers, bottom layer first.
+func (o *Opened) Layers(img Image) ([]Layer, error) {
+	out := make([]Layer, 0, len(img.Layers))
+	for _, l := range img.Layers {
+		hexID := strings.TrimPrefix(l, "sha256:")
+		var st unix.Stat_t
+		err := errors.New("missing")
+		if o.layers >= 0 && ValidDiffID(l) {
+			err = unix.Fstatat(o.layers, hexID, &st, unix.AT_SYMLINK_NOFOLLOW)
+		}
+		if err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			return nil, fmt.Errorf("layer %s is missing from the store", Short(l))
+		}
+		out = append(out, Layer{Path: filepath.Join(o.Root, "layers", hexID), Dev: uint64(st.Dev), Ino: st.Ino})
+	}
+	return out, nil
+}
+
 // List returns the stored images, by name.
-func (s Store) List() ([]Image, error) {
-	all, err := s.readIndex()
+func (o *Opened) List() ([]Image, error) {
+	all, err := o.readIndex()
 	if err != nil {
 		return nil, err
 	}
@@ -145,12 +167,12 @@ func (s Store) List() ([]Image, error) {
 }
 
 // Remove deletes an image's name, and the layers no other image uses.
-func (s Store) Remove(ref string) error {
+func (o *Opened) Remove(ref string) error {
 	n, err := Normalize(ref)
 	if err != nil {
 		return err
 	}
-	return s.Update(func(all map[string]Image) error {
+	return o.Update(func(all map[string]Image) error {
 		if _, ok := all[n]; !ok {
 			return errors.New("not in the store")
 		}
@@ -160,101 +182,120 @@ func (s Store) Remove(ref string) error {
 }
 
 // Prune removes layers no image uses, and leftovers of interrupted imports.
-func (s Store) Prune() (int, error) {
+// It works through the descriptors of layers/ and tmp/ and removes no
+// link's target.
+func (o *Opened) Prune() (int, error) {
+	unlock, err := o.lock()
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
+	all, err := o.readIndex()
+	if err != nil {
+		return 0, err
+	}
+	used := map[string]bool{}
+	for _, img := range all {
+		for _, l := range img.Layers {
+			used[strings.TrimPrefix(l, "sha256:")] = true
+		}
+	}
 	removed := 0
-	err := s.Update(func(all map[string]Image) error {
-		used := map[string]bool{}
-		for _, img := range all {
-			for _, l := range img.Layers {
-				used[strings.TrimPrefix(l, "sha256:")] = true
-			}
+	for _, d := range []struct {
+		fd   int
+		keep map[string]bool
+	}{{o.layers, used}, {o.tmp, nil}} {
+		n, err := removeEntries(d.fd, d.keep)
+		if err != nil {
+			return removed, fmt.Errorf("image store %s: %w", o.Root, err)
 		}
-		entries, _ := os.ReadDir(filepath.Join(s.Root, "layers"))
-		for _, e := range entries {
-			if !used[e.Name()] {
-				if err := os.RemoveAll(filepath.Join(s.Root, "layers", e.Name())); err != nil {
-					return err
-				}
-				removed++
-			}
+		if d.fd == o.layers {
+			removed = n
 		}
-		return os.RemoveAll(filepath.Join(s.Root, "tmp"))
-	})
-	return removed, err
+	}
+	return removed, nil
 }
 
-func (s Store) readIndex() (map[string]Image, error) {
-	all := map[string]Image{}
-	data, err := os.ReadFile(filepath.Join(s.Root, "images.json"))
-	if errors.Is(err, os.ErrNotExist) {
-		return all, nil
+// removeEntries removes every entry of the directory dirfd but those in
+// keep.
+func removeEntries(dirfd int, keep map[string]bool) (int, error) {
+	root, err := rootOf(dirfd)
+	if err != nil {
+		return 0, err
 	}
+	defer root.Close()
+	d, err := root.Open(".")
+	if err != nil {
+		return 0, err
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return 0, err
+	}
+	removed := 0
+	for _, n := range names {
+		if keep[n] {
+			continue
+		}
+		if err := root.RemoveAll(n); err != nil {
+			return removed, err
+		}
+		removed++
+	}
+	return removed, nil
+}
+
+// The same, for one step each: the store is opened for it and closed.
+
+// Lookup finds an image by reference (either form).
+func (s Store) Lookup(ref string) (Image, error) {
+	o, err := s.Open()
+	if err != nil {
+		return Image{}, err
+	}
+	defer o.Close()
+	return o.Lookup(ref)
+}
+
+// List returns the stored images, by name.
+func (s Store) List() ([]Image, error) {
+	o, err := s.Open()
 	if err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal(data, &all); err != nil {
-		return nil, fmt.Errorf("image store %s: images.json: %w", s.Root, err)
-	}
-	return all, nil
+	defer o.Close()
+	return o.List()
 }
 
-// prepare creates the store's directories. As root they belong to group
-// Base, the sandboxes' host gid, mode 0750: a sandbox's init (which runs as
-// the sandbox's root) can reach its layers, other users of the host cannot.
-func (s Store) Prepare() error {
-	for _, d := range []string{s.Root, filepath.Join(s.Root, "layers")} {
-		if err := os.MkdirAll(d, 0o750); err != nil {
-			return err
-		}
-		if s.Own.Shift {
-			if err := os.Chown(d, 0, s.Own.Base); err != nil {
-				return err
-			}
-			if err := os.Chmod(d, 0o750); err != nil {
-				return err
-			}
-		}
+// Remove deletes an image's name (Prune then removes its layers).
+func (s Store) Remove(ref string) error {
+	o, err := s.Prepare()
+	if err != nil {
+		return err
 	}
-	return os.MkdirAll(filepath.Join(s.Root, "tmp"), 0o700)
+	defer o.Close()
+	return o.Remove(ref)
 }
 
-// update changes images.json under the store's lock, atomically.
+// Prune removes layers no image uses, and leftovers of interrupted imports.
+func (s Store) Prune() (int, error) {
+	o, err := s.Prepare()
+	if err != nil {
+		return 0, err
+	}
+	defer o.Close()
+	return o.Prune()
+}
+
+// Update changes images.json under the store's lock, atomically.
 func (s Store) Update(change func(map[string]Image) error) error {
-	if err := s.Prepare(); err != nil {
-		return err
-	}
-	lock, err := os.OpenFile(filepath.Join(s.Root, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	o, err := s.Prepare()
 	if err != nil {
 		return err
 	}
-	defer lock.Close()
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
-		return err
-	}
-	all, err := s.readIndex()
-	if err != nil {
-		return err
-	}
-	if err := change(all); err != nil {
-		return err
-	}
-	data, err := json.MarshalIndent(all, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(s.Root, ".images-*.json")
-	if err != nil {
-		return err
-	}
-	_, werr := tmp.Write(data)
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		os.Remove(tmp.Name())
-		return werr
-	}
-	return os.Rename(tmp.Name(), filepath.Join(s.Root, "images.json"))
+	defer o.Close()
+	return o.Update(change)
 }
 
 func Short(digest string) string {
@@ -266,55 +307,91 @@ func Short(digest string) string {
 }
 
 // ResolveUser turns an image's USER (name or number, with an optional
-// group) into "UID:GID", reading the image's /etc/passwd and /etc/group.
-func (s Store) ResolveUser(img Image, user string) (string, error) {
+// group) into "UID:GID", reading the image's /etc/passwd and /etc/group
+// (see readImageFile).
+func (o *Opened) ResolveUser(img Image, user string) (string, error) {
 	u, g, hasGroup := strings.Cut(user, ":")
-	uid, err := s.lookupID(img, "etc/passwd", u, 2)
-	if err != nil {
-		return "", err
-	}
-	gid := ""
-	if hasGroup {
-		if gid, err = s.lookupID(img, "etc/group", g, 2); err != nil {
+	uid, gid := u, ""
+	if !isNumber(u) {
+		f, err := o.lookupEntry(img, "etc/passwd", u)
+		if err != nil {
 			return "", err
 		}
-	} else if isNumber(u) {
+		if len(f) < 4 || !isNumber(f[2]) || !isNumber(f[3]) {
+			return "", fmt.Errorf("user %q: its line in the image's /etc/passwd has no numeric uid and gid", u)
+		}
+		uid, gid = f[2], f[3]
+	} else {
 		gid = uid
-	} else if gid, err = s.lookupField(img, "etc/passwd", u, 3); err != nil {
-		return "", err
+	}
+	if hasGroup {
+		gid = g
+		if !isNumber(g) {
+			f, err := o.lookupEntry(img, "etc/group", g)
+			if err != nil {
+				return "", err
+			}
+			if len(f) < 3 || !isNumber(f[2]) {
+				return "", fmt.Errorf("group %q: its line in the image's /etc/group has no numeric gid", g)
+			}
+			gid = f[2]
+		}
 	}
 	return uid + ":" + gid, nil
 }
 
-func (s Store) lookupID(img Image, file, nameOrID string, field int) (string, error) {
-	if isNumber(nameOrID) {
-		return nameOrID, nil
+// lookupEntry returns the colon-separated fields of name's line in file, as
+// the image shows it (the topmost layer that has the file).
+func (o *Opened) lookupEntry(img Image, file, name string) ([]string, error) {
+	data, err := o.readImageFile(img, file)
+	if err != nil {
+		return nil, err
 	}
-	return s.lookupField(img, file, nameOrID, field)
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Split(line, ":"); f[0] == name {
+			return f, nil
+		}
+	}
+	return nil, fmt.Errorf("user or group %q: not found in the image's /%s", name, file)
 }
 
-// lookupField finds name's line in file (the topmost layer having the file)
-// and returns field (0-based, colon-separated).
-func (s Store) lookupField(img Image, file, name string, field int) (string, error) {
-	for i := len(img.Layers) - 1; i >= 0; i-- {
-		root, err := os.OpenRoot(s.LayerDir(img.Layers[i]))
+// readImageFile reads a file out of an image on the host side, where the
+// image's content must neither reach the host's files nor stall or swell
+// jail: the file is resolved inside its layer's directory (a link to
+// /etc/shadow or ../../../etc/passwd names the layer's own file), opened
+// without blocking, and only a regular file of at most MaxImageFileSize
+// bytes is read. It comes from the topmost layer that has it; a whiteout
+// there means the image has none.
+func (o *Opened) readImageFile(img Image, file string) ([]byte, error) {
+	for i := len(img.Layers) - 1; i >= 0 && o.layers >= 0; i-- {
+		l := img.Layers[i]
+		if !ValidDiffID(l) {
+			break
+		}
+		layer, _, err := openDirAt(o.layers, strings.TrimPrefix(l, "sha256:"), false, 0)
+		if err != nil || layer < 0 {
+			return nil, fmt.Errorf("layer %s is missing from the store", Short(l))
+		}
+		fd, size, err := openFileAt(layer, file, MaxImageFileSize, &unix.OpenHow{
+			Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
+		})
+		unix.Close(layer)
+		switch {
+		case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR):
+			continue // not in this layer
+		case errors.Is(err, unix.ENXIO):
+			// A whiteout (a 0:0 device, which no driver opens): removed.
+			return nil, fmt.Errorf("the image has no /%s", file)
+		case err != nil:
+			return nil, fmt.Errorf("the image's /%s: %w", file, err)
+		}
+		data, err := readFD(fd, size, MaxImageFileSize)
 		if err != nil {
-			continue
+			return nil, fmt.Errorf("the image's /%s: %w", file, err)
 		}
-		data, err := root.ReadFile(file)
-		root.Close()
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(data), "\n") {
-			f := strings.Split(line, ":")
-			if len(f) > field && f[0] == name && isNumber(f[field]) {
-				return f[field], nil
-			}
-		}
-		break
+		return data, nil
 	}
-	return "", fmt.Errorf("user %q: not found in the image's /%s", name, file)
+	return nil, fmt.Errorf("the image has no /%s", file)
 }
 
 func isNumber(s string) bool {

@@ -144,9 +144,20 @@ func tarDir(t *testing.T, dir, out string) {
 	os.Chmod(out, 0o644)
 }
 
+// storeDir is the path of a fresh image store for mode m, in a directory of
+// its user's own (as root, jail refuses a store whose parents another user
+// could change).
+func storeDir(t *testing.T, m mode) string {
+	owner := rootless
+	if !m.rootless {
+		owner = nil
+	}
+	return filepath.Join(sharedTempDir(t, owner), "store")
+}
+
 // withStore runs jail in mode m against a fresh image store.
 func withStore(t *testing.T, m mode) func(args ...string) result {
-	store := filepath.Join(sharedTempDir(t, rootless), "store")
+	store := storeDir(t, m)
 	return func(args ...string) result {
 		t.Helper()
 		cmd := command(m, args...)
@@ -419,7 +430,7 @@ func TestImagePullWithCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	forEachMode(t, func(t *testing.T, m mode) {
-		store := filepath.Join(sharedTempDir(t, rootless), "store")
+		store := storeDir(t, m)
 		config := sharedTempDir(t, rootless)
 		auth := base64.StdEncoding.EncodeToString([]byte("agent:s3cret"))
 		os.WriteFile(filepath.Join(config, "config.json"), []byte(`{"auths": {"`+host+`": {"auth": "`+auth+`"}}}`), 0o644)

@@ -111,7 +111,7 @@ func TestInterruptedImportLeavesNothingUsable(t *testing.T) {
 	}
 	archive := pythonImage(t)
 	forEachMode(t, func(t *testing.T, m mode) {
-		store := filepath.Join(sharedTempDir(t, rootless), "store")
+		store := storeDir(t, m)
 		cmd := command(m, "image", "import", archive, "--quiet")
 		cmd.Env = append(cmd.Env, "JAIL_IMAGE_STORE="+store)
 		if err := cmd.Start(); err != nil {

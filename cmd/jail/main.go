@@ -21,6 +21,7 @@ const usage = `usage: jail COMMAND [OPTIONS]
   check                                     which isolation features this host gives you
   profile ls | show NAME | export NAME --bpf FILE   the named policies
   image import PATH [--name NAME[:TAG]] | pull REF | ls [--json] | rm REF | prune
+        (import, pull: --max-size SIZE per image, 32G; --max-layer-size SIZE, 16G)
   serve [--socket PATH] [--pool N]          the HTTP API on a unix socket
   version                                   print the version
 

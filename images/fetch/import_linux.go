@@ -6,9 +6,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"github.com/jail-sandbox/jail/images"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -35,9 +37,6 @@ type source struct {
 
 // importPath is Import.
 func (s store) importPath(path, nameOverride string) ([]images.Image, error) {
-	if err := s.Prepare(); err != nil {
-		return nil, err
-	}
 	sources, cleanup, err := s.open(path)
 	if cleanup != nil {
 		defer cleanup()
@@ -68,6 +67,9 @@ func (s store) importPath(path, nameOverride string) ([]images.Image, error) {
 		img.Name = n
 		out = append(out, img)
 	}
+	if err := s.commit(); err != nil {
+		return nil, err
+	}
 	err = s.Update(func(all map[string]images.Image) error {
 		for _, img := range out {
 			all[img.Name] = img
@@ -84,6 +86,9 @@ func (s store) open(path string) ([]source, func(), error) {
 		return nil, nil, err
 	}
 	if st.IsDir() {
+		if err := checkLayout(path); err != nil {
+			return nil, nil, err
+		}
 		srcs, err := fromLayout(path)
 		return srcs, nil, err
 	}
@@ -93,16 +98,15 @@ func (s store) open(path string) ([]source, func(), error) {
 	}
 	switch {
 	case names["oci-layout"]:
-		dir, err := os.MkdirTemp(filepath.Join(s.Root, "tmp"), "archive-")
+		dir, err := s.TempDir("archive-")
 		if err != nil {
 			return nil, nil, err
 		}
-		cleanup := func() { os.RemoveAll(dir) }
-		if err := extractLayoutArchive(path, dir); err != nil {
-			return nil, cleanup, err
+		if err := extractLayoutArchive(path, dir.Root); err != nil {
+			return nil, dir.Remove, err
 		}
-		srcs, err := fromLayout(dir)
-		return srcs, cleanup, err
+		srcs, err := fromLayout(dir.Path())
+		return srcs, dir.Remove, err
 	case names["manifest.json"]:
 		srcs, err := fromDockerSave(path)
 		return srcs, nil, err
@@ -111,7 +115,10 @@ func (s store) open(path string) ([]source, func(), error) {
 }
 
 // tarNames lists the top-level names in a tar archive, reading it through
-// so that a truncated or corrupt archive is refused here.
+// so that a truncated or corrupt archive is refused here. A sparse entry,
+// which no image archive writer makes, is refused: it would expand to far
+// more than the archive holds. Without one, what an import extracts from
+// the archive is at most the archive's own size.
 func tarNames(path string) (map[string]bool, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -128,6 +135,9 @@ func tarNames(path string) (map[string]bool, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: not a readable tar archive: %v", path, err)
 		}
+		if isSparse(hdr) {
+			return nil, fmt.Errorf("%s: %q is a sparse entry, which image archives do not hold", path, hdr.Name)
+		}
 		names[strings.TrimPrefix(hdr.Name, "./")] = true
 	}
 	if len(names) == 0 {
@@ -137,18 +147,13 @@ func tarNames(path string) (map[string]bool, error) {
 }
 
 // extractLayoutArchive unpacks an OCI archive's oci-layout, index.json and
-// blobs, and nothing else, into dir.
-func extractLayoutArchive(path, dir string) error {
+// blobs, and nothing else, into root.
+func extractLayoutArchive(path string, root *os.Root) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
 	tr := tar.NewReader(f)
 	for {
 		hdr, err := tr.Next()
@@ -162,7 +167,7 @@ func extractLayoutArchive(path, dir string) error {
 		if !ok || hdr.Typeflag == tar.TypeDir {
 			continue
 		}
-		if hdr.Typeflag != tar.TypeReg && hdr.Typeflag != tar.TypeRegA {
+		if hdr.Typeflag != tar.TypeReg && hdr.Typeflag != tar.TypeRegA || isSparse(hdr) {
 			return fmt.Errorf("%s: unexpected entry %q in an OCI archive", path, hdr.Name)
 		}
 		if rel != "oci-layout" && rel != "index.json" && !strings.HasPrefix(rel, "blobs/") {
@@ -183,6 +188,46 @@ func extractLayoutArchive(path, dir string) error {
 			return err
 		}
 	}
+}
+
+// isSparse reports a GNU sparse entry, old style or PAX.
+func isSparse(hdr *tar.Header) bool {
+	if hdr.Typeflag == tar.TypeGNUSparse {
+		return true
+	}
+	for k := range hdr.PAXRecords {
+		if strings.HasPrefix(k, "GNU.sparse.") {
+			return true
+		}
+	}
+	return false
+}
+
+// checkLayout refuses a layout directory that holds anything but
+// directories and regular files: go-containerregistry reads it by path, and
+// a symbolic link would have it read a file the image does not hold, a
+// FIFO stall the import.
+func checkLayout(dir string) error {
+	// "dir/." follows dir itself when it is a link to the layout.
+	return filepath.WalkDir(dir+string(filepath.Separator)+".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, filepath.Clean(p))
+		if rel == "." || (d.IsDir() && (rel == "blobs" || strings.HasPrefix(rel, "blobs/"))) {
+			return nil
+		}
+		if rel != "oci-layout" && rel != "index.json" && !strings.HasPrefix(rel, "blobs/") {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil // not read
+		}
+		if !d.Type().IsRegular() {
+			return fmt.Errorf("%s: %s is not a regular file (an image layout holds no links, FIFOs or devices)", dir, rel)
+		}
+		return nil
+	})
 }
 
 func fromLayout(dir string) ([]source, error) {
@@ -330,11 +375,12 @@ func (s store) store(img v1.Image) (images.Image, error) {
 			WorkingDir: cfg.Config.WorkingDir, User: cfg.Config.User,
 		},
 	}
+	var imageCost int64
 	for i, l := range layers {
 		diffID := cfg.RootFS.DiffIDs[i]
 		start := time.Now()
 		label := fmt.Sprintf("layer %d/%d %s", i+1, len(layers), images.Short(diffID.String()))
-		size, err := s.storeLayer(l, diffID, label)
+		size, cost, err := s.storeLayer(l, diffID, label, imageCost)
 		if err != nil {
 			return images.Image{}, fmt.Errorf("layer %s: %w", images.Short(diffID.String()), err)
 		}
@@ -343,6 +389,7 @@ func (s store) store(img v1.Image) (images.Image, error) {
 		}
 		rec.Layers = append(rec.Layers, diffID.String())
 		rec.Size += size
+		imageCost += cost
 	}
 	return rec, nil
 }
@@ -353,50 +400,58 @@ var supportedLayers = map[types.MediaType]bool{
 }
 
 // storeLayer verifies a layer against both its digests and unpacks it into
-// its directory, unless an earlier import already did.
-func (s store) storeLayer(l v1.Layer, diffID v1.Hash, label string) (int64, error) {
-	if diffID.Algorithm != "sha256" || len(diffID.Hex) != 64 {
-		return 0, fmt.Errorf("unsupported diff ID %s", diffID)
+// tmp/, pending until the import commits, unless the store or this import
+// already has it. imageSoFar is what the image's layers below it cost (see
+// Limits); it returns the layer's size (its uncompressed tar) and cost.
+func (s store) storeLayer(l v1.Layer, diffID v1.Hash, label string, imageSoFar int64) (size, cost int64, err error) {
+	if diffID.Algorithm != "sha256" || !images.ValidDiffID(diffID.String()) {
+		return 0, 0, fmt.Errorf("unsupported diff ID %s", diffID)
 	}
-	final := s.LayerDir(diffID.String())
-	if st, err := os.Stat(final); err == nil && st.IsDir() {
-		return dirSize(final), nil
+	m := &meter{lim: s.lim, max: min(s.lim.Layer, s.lim.Image-imageSoFar)}
+	if p, ok := s.pending[diffID.String()]; ok {
+		return p.size, p.cost, m.check(p.cost)
+	}
+	if size, entries, ok := s.LayerSize(diffID.String()); ok {
+		cost := size + entries*entryCost
+		return size, cost, m.check(cost)
 	}
 	mt, err := l.MediaType()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if !supportedLayers[mt] {
-		return 0, fmt.Errorf("unsupported media type %s", mt)
+		return 0, 0, fmt.Errorf("unsupported media type %s", mt)
 	}
 	want, err := l.Digest()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	rc, err := l.Compressed()
 	if err != nil {
-		return 0, fmt.Errorf("missing blob %s: %v", images.Short(want.String()), err)
+		return 0, 0, fmt.Errorf("missing blob %s: %v", images.Short(want.String()), err)
 	}
 	defer rc.Close()
 
-	tmp, err := os.MkdirTemp(filepath.Join(s.Root, "tmp"), "layer-")
+	tmp, err := s.TempDir("layer-")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	keep := false
+	kept := false
 	defer func() {
-		if !keep {
-			os.RemoveAll(tmp)
+		if !kept {
+			tmp.Remove()
 		}
 	}()
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return 0, err
+	if err := tmp.Root.Chmod(".", 0o755); err != nil {
+		return 0, 0, err
 	}
 	// One pass: the blob is hashed as it is read, decompressed, and the
 	// content hashed as it is unpacked. Both digests are checked before
 	// the layer gets its final name, so nothing unverified is ever used.
+	// The blob, the decompressed stream and what is written are each held
+	// to the bound as they pass (compression may add a little).
 	blobHash, contentHash := sha256.New(), sha256.New()
-	fetched := &countingReader{r: io.TeeReader(rc, blobHash)}
+	fetched := &countingReader{r: io.TeeReader(m.blob(rc), blobHash)}
 	// A blob that is not what the manifest says is reported as such, even
 	// when it also fails to decompress or unpack.
 	blobMismatch := func() error {
@@ -406,52 +461,145 @@ func (s store) storeLayer(l v1.Layer, diffID v1.Hash, label string) (int64, erro
 		}
 		return nil
 	}
+	fail := func(err error) (int64, int64, error) {
+		if errors.Is(err, errTooBig) {
+			return 0, 0, m.err()
+		}
+		if mismatch := blobMismatch(); mismatch != nil {
+			return 0, 0, mismatch
+		}
+		return 0, 0, err
+	}
 	content, err := decompress(mt, fetched)
 	if err != nil {
-		if mismatch := blobMismatch(); mismatch != nil {
-			return 0, mismatch
-		}
-		return 0, err
+		return fail(err)
 	}
 	defer content.Close()
-	counted := &countingReader{r: io.TeeReader(content, contentHash)}
+	counted := &countingReader{r: io.TeeReader(m.content(content), contentHash)}
 	stop := s.showProgress(label, counted)
-	err = unpackLayer(counted, tmp, s.Own)
+	err = unpackLayer(counted, tmp.Root, s.Own, m)
 	stop()
 	if err != nil {
-		if mismatch := blobMismatch(); mismatch != nil {
-			return 0, mismatch
-		}
-		return 0, err
+		return fail(err)
 	}
 	// Whatever the tar did not read still counts towards both digests.
 	if _, err := io.Copy(io.Discard, counted); err != nil {
-		return 0, fmt.Errorf("read layer: %v", err)
+		return fail(fmt.Errorf("read layer: %w", err))
 	}
 	if err := blobMismatch(); err != nil {
-		return 0, err
+		return fail(err)
 	}
 	h := contentHash
 	if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); got != diffID.String() {
-		return 0, fmt.Errorf("digest mismatch: the layer's content is %s, the config says %s", images.Short(got), images.Short(diffID.String()))
+		return 0, 0, fmt.Errorf("digest mismatch: the layer's content is %s, the config says %s", images.Short(got), images.Short(diffID.String()))
 	}
 	if s.Own.Shift {
 		// The layer's root directory reads as sandbox root's.
-		if err := os.Chown(tmp, s.Own.Base, s.Own.Base); err != nil {
-			return 0, err
+		if err := tmp.Root.Chown(".", s.Own.Base, s.Own.Base); err != nil {
+			return 0, 0, err
 		}
 	}
-	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
-		return 0, err
+	s.pending[diffID.String()] = &pendingLayer{dir: tmp, size: m.stream, cost: m.cost()}
+	kept = true
+	return m.stream, m.cost(), nil
+}
+
+// entryCost is what an entry costs besides its content (see Limits).
+const entryCost = 4 << 10
+
+// errTooBig stops an unpack that passed its bound; meter.err says which.
+var errTooBig = errors.New("past the size bound")
+
+// meter counts what one layer costs while it is unpacked and stops it at
+// max, the smaller of the layer bound and what the image bound leaves.
+type meter struct {
+	lim Limits
+	max int64
+	// stream is the uncompressed tar read, written what unpacking wrote
+	// (see Limits); over is the layer's count that passed max: past the
+	// layer bound, the layer is too big, otherwise the image.
+	stream, written, over int64
+}
+
+// cost is what the layer took.
+func (m *meter) cost() int64 { return max(m.stream, m.written) }
+
+// check charges a stored layer of size bytes.
+func (m *meter) check(size int64) error {
+	if size > m.max {
+		m.over = size
+		return m.err()
 	}
-	if err := os.Rename(tmp, final); err != nil {
-		if _, statErr := os.Stat(final); statErr == nil {
-			return dirSize(final), nil // a concurrent import finished first
-		}
-		return 0, err
+	return nil
+}
+
+// write charges n bytes about to be written.
+func (m *meter) write(n int64) error {
+	if n < 0 || n > m.max-m.written {
+		m.over = m.written + n
+		return errTooBig
 	}
-	keep = true
-	return counted.n.Load(), nil
+	m.written += n
+	return nil
+}
+
+// err says which bound a layer passed.
+func (m *meter) err() error {
+	if m.over > m.lim.Layer {
+		return fmt.Errorf("exceeds the bound of %s per layer (--max-layer-size raises it)", human(m.lim.Layer))
+	}
+	return fmt.Errorf("the image exceeds the bound of %s per image (--max-size raises it)", human(m.lim.Image))
+}
+
+// content holds the layer's uncompressed stream, r, to the bound, counting
+// it as m.stream.
+func (m *meter) content(r io.Reader) io.Reader {
+	return &meteredReader{r: r, m: m, limit: m.max, stream: true}
+}
+
+// blob holds a compressed blob to the bound, with room for what
+// compression adds to incompressible data.
+func (m *meter) blob(r io.Reader) io.Reader {
+	return &meteredReader{r: r, m: m, limit: m.max + m.max/8 + 1<<20}
+}
+
+// meteredReader fails with errTooBig once more than limit bytes passed.
+type meteredReader struct {
+	r      io.Reader
+	m      *meter
+	limit  int64
+	n      int64
+	stream bool
+}
+
+func (r *meteredReader) Read(p []byte) (int, error) {
+	if r.n > r.limit {
+		return 0, errTooBig
+	}
+	p = p[:min(int64(len(p)), r.limit-r.n+1)]
+	n, err := r.r.Read(p)
+	r.n += int64(n)
+	if r.stream {
+		r.m.stream = r.n
+	}
+	if r.n > r.limit {
+		r.m.over = r.n
+		return n, errTooBig
+	}
+	return n, err
+}
+
+// human writes a size in binary units.
+func human(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // decompress opens a layer blob's content according to its media type.
@@ -509,15 +657,4 @@ func (s store) showProgress(label string, c *countingReader) (stop func()) {
 		}
 	}()
 	return func() { close(done); <-finished }
-}
-
-func dirSize(dir string) int64 {
-	var total int64
-	_ = filepath.Walk(dir, func(_ string, info os.FileInfo, err error) error {
-		if err == nil && info.Mode().IsRegular() {
-			total += info.Size()
-		}
-		return nil
-	})
-	return total
 }

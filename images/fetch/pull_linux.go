@@ -13,9 +13,6 @@ import (
 
 // pull is Pull.
 func (s store) pull(ref string) (images.Image, error) {
-	if err := s.Prepare(); err != nil {
-		return images.Image{}, err
-	}
 	r, err := name.ParseReference(ref)
 	if err != nil {
 		return images.Image{}, fmt.Errorf("%q is not an image reference", ref)
@@ -34,6 +31,9 @@ func (s store) pull(ref string) (images.Image, error) {
 		return images.Image{}, err
 	}
 	rec.Name = r.Name()
+	if err := s.commit(); err != nil {
+		return images.Image{}, err
+	}
 	err = s.Update(func(all map[string]images.Image) error {
 		all[rec.Name] = rec
 		return nil

@@ -26,18 +26,16 @@ type unpackState struct {
 	dirs map[string]bool
 }
 
-// unpackLayer extracts a layer tar into dir. Every path is resolved through
-// os.Root, so no entry, whatever its name, link target or the symlinks laid
-// before it, can create or change anything outside dir. Whiteouts become
-// overlayfs whiteouts (a 0:0 character device), opaque directories get the
-// user.overlay.opaque xattr that overlayfs reads in a user namespace.
-func unpackLayer(r io.Reader, dir string, own images.Ownership) error {
+// unpackLayer extracts a layer tar into root. Every path is resolved
+// through os.Root, so no entry, whatever its name, link target or the
+// symlinks laid before it, can create or change anything outside root.
+// Whiteouts become overlayfs whiteouts (a 0:0 character device), opaque
+// directories get the user.overlay.opaque xattr that overlayfs reads in a
+// user namespace. Every entry is charged to m before anything of it is
+// written (a regular file at its full size: a sparse entry's holes are
+// written out as zeros), so a layer stops at its bound, not after.
+func unpackLayer(r io.Reader, root *os.Root, own images.Ownership, m *meter) error {
 	st := &unpackState{seen: map[string]bool{}, dirs: map[string]bool{".": true}}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
 	tr := tar.NewReader(r)
 	for {
 		hdr, err := tr.Next()
@@ -46,6 +44,13 @@ func unpackLayer(r io.Reader, dir string, own images.Ownership) error {
 		}
 		if err != nil {
 			return fmt.Errorf("layer tar: %w", err)
+		}
+		size := int64(entryCost)
+		if hdr.Typeflag == tar.TypeReg || hdr.Typeflag == tar.TypeRegA {
+			size += hdr.Size
+		}
+		if err := m.write(size); err != nil {
+			return err
 		}
 		rel, ok := cleanName(hdr.Name)
 		if !ok {

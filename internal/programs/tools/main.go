@@ -7,8 +7,8 @@
 //	                          and its filter on stdout (seccomp.Resolved)
 //	tools profile ls          jail profile ls
 //	tools profile show NAME   jail profile show NAME
-//	tools image import PATH [--name NAME[:TAG]] [--quiet]
-//	tools image pull REF [--quiet]
+//	tools image import PATH [--name NAME[:TAG]] [--max-size SIZE] [--max-layer-size SIZE] [--quiet]
+//	tools image pull REF [--max-size SIZE] [--max-layer-size SIZE] [--quiet]
 package main
 
 import (
