@@ -266,7 +266,7 @@ func resolve(spec *Spec) (*plan, error) {
 	callerHome, _ := os.UserHomeDir()
 	var jailDirs []string
 	if spec.Rootfs != "" || len(spec.Mounts) > 0 || spec.Workspace != "" {
-		jailDirs = jailStateDirs(store.Root)
+		jailDirs = jailStateDirs(ImageStore().Root)
 	}
 
 	switch {
@@ -375,19 +375,6 @@ func canonical(dir string) string {
 		return resolved
 	}
 	return dir
-}
-
-// layerOf resolves a directory used as a root layer.
-func layerOf(dir string) (config.Layer, error) {
-	path, st, err := resolveHostPath(dir)
-	if err != nil {
-		return config.Layer{}, err
-	}
-	if !st.IsDir() {
-		return config.Layer{}, fmt.Errorf("not a directory")
-	}
-	sys := st.Sys().(*syscall.Stat_t)
-	return config.Layer{Path: path, Dev: uint64(sys.Dev), Ino: sys.Ino}, nil
 }
 
 // ImageStore is the caller's image store (images.CallerStore).
@@ -743,30 +730,6 @@ func mappingUserns(owner [2]int, hostUID, hostGID int) (*os.File, error) {
 	return namespaces.MappingUserns(
 		[]syscall.SysProcIDMap{{ContainerID: owner[0], HostID: hostUID, Size: 1}},
 		[]syscall.SysProcIDMap{{ContainerID: owner[1], HostID: hostGID, Size: 1}})
-}
-
-// resolveHostPath makes path canonical (every symlink resolved, so the init
-// can refuse any symlink it meets) and stats it.
-func resolveHostPath(path string) (string, os.FileInfo, error) {
-	if len(path) > 4095 {
-		return "", nil, fmt.Errorf("path is longer than 4095 bytes")
-	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return "", nil, err
-	}
-	real, err := filepath.EvalSymlinks(abs)
-	if err != nil {
-		if os.IsNotExist(err) {
-			return "", nil, fmt.Errorf("no such file or directory")
-		}
-		return "", nil, err
-	}
-	st, err := os.Stat(real)
-	if err != nil {
-		return "", nil, err
-	}
-	return real, st, nil
 }
 
 // buildEnv returns the sandbox's environment: PATH, HOME, LANG (TERM with a
