@@ -22,6 +22,8 @@
 package server
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,6 +37,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jail-sandbox/jail"
 	"github.com/jail-sandbox/jail/api"
@@ -298,7 +301,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		events.last(out)
 		return
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeResult(w, out)
 }
 
 // specOf turns a request into a Spec, checking what only a server must: the
@@ -435,6 +438,54 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeResult writes the answer of a run, the bytes writeJSON would, without
+// building it whole in memory first: the output in it, up to the output
+// limit per stream, may take up to six times its size once escaped (a
+// control byte is \u00XX), which is what encoding/json would hold.
+func writeResult(w http.ResponseWriter, out api.Result) {
+	const head = `{"stdout":"","stderr":"",`
+	rest := out
+	rest.Stdout, rest.Stderr = "", ""
+	tail, err := json.Marshal(rest)
+	if err != nil || !bytes.HasPrefix(tail, []byte(head)) {
+		writeJSON(w, http.StatusOK, out) // api.Result no longer starts so
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 64<<10)
+	bw.WriteString(`{"stdout":`)
+	writeJSONString(bw, out.Stdout)
+	bw.WriteString(`,"stderr":`)
+	writeJSONString(bw, out.Stderr)
+	bw.WriteByte(',')
+	bw.Write(tail[len(head):])
+	bw.WriteByte('\n')
+	_ = bw.Flush()
+}
+
+// writeJSONString writes s as encoding/json quotes it, a piece at a time.
+// A piece never ends inside a rune, which encoding/json would otherwise
+// replace, byte by byte, with U+FFFD.
+func writeJSONString(w *bufio.Writer, s string) {
+	const piece = 16 << 10
+	w.WriteByte('"')
+	for len(s) > 0 {
+		n := min(piece, len(s))
+		if n < len(s) {
+			// A rune is at most 4 bytes: its start is at most 3
+			// back.
+			for back := 0; back < utf8.UTFMax-1 && n > 1 && !utf8.RuneStart(s[n]); back++ {
+				n--
+			}
+		}
+		quoted, _ := json.Marshal(s[:n]) // a string always encodes
+		w.Write(quoted[1 : len(quoted)-1])
+		s = s[n:]
+	}
+	w.WriteByte('"')
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {

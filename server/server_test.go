@@ -246,3 +246,27 @@ func TestCapturedOutputIsBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestResultIsWrittenAsEncodingJSONWould: the answer of a run, written a
+// piece of its output at a time, is byte for byte what encoding/json
+// writes, whatever the output holds where the pieces meet (runes cut in
+// two, bytes that are no UTF-8, control bytes, HTML characters).
+func TestResultIsWrittenAsEncodingJSONWould(t *testing.T) {
+	long := func(unit string) string { return strings.Repeat(unit, (40<<10)/len(unit)+1) }
+	outputs := []string{
+		"", "plain\n", "<a href=\"x\">&</a>\t\x00\x01\x1f\x7f", "\u2028\u2029",
+		long("€"), long("a€"), long("aa€"), long("𝄞"), long("a𝄞"), long("aa𝄞"), long("aaa𝄞"),
+		long("\xe2\x82"), long("\xff"), long("\x80"), long("a\xf0\x9d\x84"), long("\x00é"),
+		strings.Repeat("x", 16<<10-1) + "€" + "tail", strings.Repeat("x", 16<<10-2) + "\xf0\x9d\x84\x9e",
+	}
+	for i, out := range outputs {
+		res := api.Result{Stdout: out, Stderr: outputs[len(outputs)-1-i], ExitCode: 3, Truncated: true, WallMS: 7, Error: "jail: x"}
+		want := httptest.NewRecorder()
+		writeJSON(want, 200, res)
+		got := httptest.NewRecorder()
+		writeResult(got, res)
+		if got.Body.String() != want.Body.String() || got.Code != 200 || got.Header().Get("Content-Type") != "application/json" {
+			t.Errorf("output %d (%d bytes): written differently from encoding/json", i, len(out))
+		}
+	}
+}

@@ -353,5 +353,10 @@ func TestOutputKeptIsBounded(t *testing.T) {
 		if res, err := s.client.Run(ctx, api.RunRequest{Cmd: "echo", Args: []string{"kept"}, OutputLimit: "64M"}); err != nil || res.Stdout != "kept\n" {
 			t.Errorf("output_limit 64M: %v %+v", err, res)
 		}
+		// What is kept comes back whole, control bytes and all.
+		res, err := s.client.Run(ctx, api.RunRequest{Cmd: "head", Args: []string{"-c", "3000000", "/dev/zero"}, OutputLimit: "2M"})
+		if err != nil || len(res.Stdout) != 2<<20 || strings.Trim(res.Stdout, "\x00") != "" || !res.Truncated {
+			t.Errorf("output_limit 2M of NUL bytes: %v, %d bytes kept, truncated %v", err, len(res.Stdout), res.Truncated)
+		}
 	})
 }
