@@ -55,6 +55,17 @@ const (
 	maxEnvKey     = 255
 	maxHostname   = 64
 	maxMounts     = 64
+	// maxPids is the kernel's PID_MAX_LIMIT on 64-bit: pids.max refuses
+	// more.
+	maxPids = 4 << 20
+)
+
+// What Capture keeps of each stream when Spec.OutputLimit is 0, and at
+// most: it is held in the caller's memory (jail serve's, for a request),
+// outside the sandbox's memory limit.
+const (
+	DefaultOutputLimit = defaultOutputLimit
+	MaxOutputLimit     = 64 << 20
 )
 
 // validEnvKey: a letter or '_', then letters, digits, '_', '.' or '-'.
@@ -150,14 +161,17 @@ func resolve(spec *Spec) (*plan, error) {
 	if spec.CPUs < 0 || spec.CPUs > 1024 {
 		return nil, invalid("--cpus", "%g: must be between 0.01 and 1024", spec.CPUs)
 	}
-	if spec.Pids < 0 {
-		return nil, invalid("--pids", "%d: must be positive", spec.Pids)
+	if spec.Pids < 0 || spec.Pids > maxPids {
+		return nil, invalid("--pids", "%d: must be between 1 and %d", spec.Pids, maxPids)
 	}
 	if spec.Timeout < 0 {
 		return nil, invalid("--timeout", "%s: must be positive", spec.Timeout)
 	}
 	if spec.OutputLimit < 0 {
 		return nil, invalid("--output-limit", "%d: must be positive", spec.OutputLimit)
+	}
+	if spec.OutputLimit > MaxOutputLimit {
+		return nil, invalid("--output-limit", "%d bytes: must be at most %dM", spec.OutputLimit, MaxOutputLimit>>20)
 	}
 
 	if err := applyProfile(spec, profile); err != nil {

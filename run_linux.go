@@ -146,7 +146,12 @@ type report struct {
 // boot builds the sandbox up to the point where its init waits for the
 // command: the cgroup, the init in its namespaces, and the readers of its
 // reports and output. On error, close undoes what was done.
-func (s *supervisor) boot() error {
+func (s *supervisor) boot() (err error) {
+	defer func() {
+		if err != nil {
+			s.bootFailed()
+		}
+	}()
 	conn, initEnd, err := control.Pair()
 	if err != nil {
 		return &SetupError{Step: "start", Err: err}
@@ -177,6 +182,18 @@ func (s *supervisor) boot() error {
 		s.waited <- err
 	}()
 	return nil
+}
+
+// bootFailed lets go what waits for a sandbox that boot gave up on. No init
+// runs by then (none started, or abandonInit reaped it), so no one else
+// closes reaped; yet the janitor's release of the cgroup, and the thread
+// that started the init in it (cgroups.Manager.Start), wait for it. The
+// readers of the output, started with the init, wait for the handout
+// before they drain their pipes to the end.
+func (s *supervisor) bootFailed() {
+	close(s.reaped)
+	s.stdout, s.stderr = newCapture(nil, false, 0), newCapture(nil, false, 0)
+	close(s.handout)
 }
 
 // lateEntry reports whether the init starts before its cgroup exists and

@@ -1,6 +1,12 @@
 // Package client is the Go SDK of jail's HTTP API (`jail serve`). It links
 // only the standard library and package api, so a program that drives
 // sandboxes through a server stays small.
+//
+// A request carries what the caller gives the sandbox (environment, stdin),
+// and its answer is believed: the client sends it only to a server of a
+// user it trusts (itself and root, and whom ServerUser names), through a
+// socket in a directory no one else can change (see internal/socketdir),
+// and checks the peer's credentials on every connection it makes.
 package client
 
 import (
@@ -13,6 +19,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 
 	"github.com/jail-sandbox/jail/api"
 )
@@ -24,15 +31,32 @@ type Client struct {
 }
 
 // New returns a client of the server listening on the unix socket at path.
-func New(socket string) *Client {
+func New(socket string, opts ...Option) *Client {
+	trust := trusted{uids: []int{0, os.Geteuid()}}
+	for _, o := range opts {
+		o(&trust)
+	}
 	transport := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", socket)
+			return dial(ctx, socket, trust.uids)
 		},
 		MaxIdleConnsPerHost: 64,
 	}
 	return &Client{http: &http.Client{Transport: transport}}
+}
+
+// Option is an option of New.
+type Option func(*trusted)
+
+// trusted are the users whose server the client talks to.
+type trusted struct{ uids []int }
+
+// ServerUser trusts the server of the user uid, and the directory of its
+// socket that this user owns, with the requests (the client trusts only
+// its own user's and root's otherwise): for a program that runs as root and
+// drives the server of another user.
+func ServerUser(uid int) Option {
+	return func(t *trusted) { t.uids = append(t.uids, uid) }
 }
 
 // Close lets go of idle connections.

@@ -7,15 +7,23 @@
 // their ready sandboxes costs about a fork and an exec.
 //
 // Invariants: the socket is created with mode 0600 in a directory only its
-// owner may write, so only that user (and root) reaches the API, and every
+// owner may change (Listen refuses any other), so only that user (and root)
+// reaches the API, and no one else can take the socket's place; every
 // sandbox runs with the identity it would have under `jail run` by that
 // user; every request is validated as the CLI's flags are, and host paths
 // must be absolute (the server's working directory means nothing to a
 // client); no run outlives the request that asked for it: a client that
-// goes away cancels its run, which kills the sandbox.
+// goes away cancels its run, which kills the sandbox; no lock is held
+// across I/O, and a pool is made in the background, so no request (a
+// hostile image whose preparing never ends, say) holds up another, the
+// health check or the server's stop; what the server keeps of the runs'
+// output is bounded, per run (jail.MaxOutputLimit) and for all the runs at
+// once (Options.MaxCapture).
 package server
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,14 +31,13 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jail-sandbox/jail"
 	"github.com/jail-sandbox/jail/api"
@@ -47,7 +54,20 @@ type Options struct {
 	// MaxRuns bounds the runs at once (0: 16 per CPU); later requests wait
 	// for a slot.
 	MaxRuns int
+	// MaxCapture bounds the output kept for the answers of all the runs
+	// in progress, in bytes (0: DefaultMaxCapture). A run that captures
+	// reserves its output limit for each of its two streams before it
+	// starts, and waits while that would exceed MaxCapture.
+	MaxCapture int64
+
+	// newPool makes a pool (nil: jail.NewPool); tests slow it down.
+	newPool func(jail.Spec, int) (*jail.Pool, error)
 }
+
+// DefaultMaxCapture is the default of Options.MaxCapture: room for two
+// runs that keep the most output a run may (jail.MaxOutputLimit per
+// stream), or 128 runs that keep the default 1 MiB per stream.
+const DefaultMaxCapture = 4 * jail.MaxOutputLimit
 
 // maxRequestBytes bounds a request body: arguments and environment are
 // limited to 1 MiB by the kernel, stdin may take the rest.
@@ -55,12 +75,17 @@ const maxRequestBytes = 16 << 20
 
 // Server answers the HTTP API.
 type Server struct {
-	opts Options
-	runs chan struct{} // one token per run in progress
-	mux  *http.ServeMux
+	opts    Options
+	runs    chan struct{} // one token per run in progress
+	capture *budget       // of the output kept for the answers
+	mux     *http.ServeMux
 
-	mu    sync.Mutex
+	mu sync.Mutex
+	// pools are the pools kept, by what their sandboxes are built from;
+	// nil while one is being made (by makePool, which holds no lock).
 	pools map[poolKey]*jail.Pool
+	// making counts the pools being made (for tests).
+	making sync.WaitGroup
 	// cold runs what no pool is for, with no sandbox ready but with the
 	// janitor it shares (nil when it could not be made).
 	cold   *jail.Pool
@@ -81,7 +106,13 @@ func New(opts Options) *Server {
 	if opts.MaxRuns <= 0 {
 		opts.MaxRuns = 16 * runtime.NumCPU()
 	}
-	s := &Server{opts: opts, runs: make(chan struct{}, opts.MaxRuns), pools: map[poolKey]*jail.Pool{}}
+	if opts.MaxCapture <= 0 {
+		opts.MaxCapture = DefaultMaxCapture
+	}
+	if opts.newPool == nil {
+		opts.newPool = jail.NewPool
+	}
+	s := &Server{opts: opts, runs: make(chan struct{}, opts.MaxRuns), capture: newBudget(opts.MaxCapture), pools: map[poolKey]*jail.Pool{}}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("GET "+api.PathHealth, s.health)
 	s.mux.HandleFunc(api.PathRun, func(w http.ResponseWriter, r *http.Request) {
@@ -108,14 +139,20 @@ func New(opts Options) *Server {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
 // Close ends the pools' ready sandboxes. Runs in progress are ended by
-// their requests' end (see http.Server.Shutdown).
+// their requests' end (see http.Server.Shutdown). A pool still being made
+// is not waited for: its maker closes it once made.
 func (s *Server) Close() {
 	s.mu.Lock()
 	s.closed = true
-	pools := s.pools
+	var pools []*jail.Pool
+	for _, p := range s.pools {
+		if p != nil {
+			pools = append(pools, p)
+		}
+	}
 	s.pools = map[poolKey]*jail.Pool{}
 	if s.cold != nil {
-		pools[poolKey{}] = s.cold
+		pools = append(pools, s.cold)
 	}
 	s.mu.Unlock()
 	var wg sync.WaitGroup
@@ -129,34 +166,60 @@ func (s *Server) Close() {
 	wg.Wait()
 }
 
-// poolFor returns the pool of key, making it if there is room; the pool of
-// cold runs otherwise, or nil.
+// poolFor returns the pool of key when it is made; otherwise it starts
+// making it, if there is room, and returns the pool of cold runs (or nil).
+// It never waits: making a pool prepares a sandbox, which reads the host
+// and the image, for as long as that takes, and a run for a key whose pool
+// is not there yet is started cold, as the first run of a new pool would
+// be.
 func (s *Server) poolFor(key poolKey) *jail.Pool {
 	if s.opts.PoolSize <= 0 {
 		return s.cold
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if p := s.pools[key]; p != nil {
+	p, known := s.pools[key]
+	switch {
+	case p != nil:
 		return p
-	}
-	if s.closed || len(s.pools) >= s.opts.MaxPools {
+	case known || s.closed || len(s.pools) >= s.opts.MaxPools:
+		// Being made, or no room.
 		return s.cold
 	}
-	p, err := jail.NewPool(jail.Spec{Image: key.image, Rootfs: key.rootfs, Profile: key.profile}, s.opts.PoolSize)
-	if err != nil {
-		// No pool, and no slot taken: the run itself reports the error.
-		return s.cold
+	s.pools[key] = nil // takes the slot while it is made
+	s.making.Add(1)
+	go s.makePool(key)
+	return s.cold
+}
+
+// makePool makes the pool of key, whose slot poolFor took.
+func (s *Server) makePool(key poolKey) {
+	defer s.making.Done()
+	p, err := s.opts.newPool(jail.Spec{Image: key.image, Rootfs: key.rootfs, Profile: key.profile}, s.opts.PoolSize)
+	s.mu.Lock()
+	if err != nil || s.closed {
+		// No pool: the slot is free again, and the runs report the
+		// error themselves. Or the server closed meanwhile.
+		if s.pools[key] == nil {
+			delete(s.pools, key)
+		}
+		s.mu.Unlock()
+		if p != nil {
+			p.Close()
+		}
+		return
 	}
 	s.pools[key] = p
-	return p
+	s.mu.Unlock()
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	h := api.Health{Status: "ok", Version: jail.Version}
 	s.mu.Lock()
 	for _, p := range s.pools {
-		h.Ready += p.Ready()
+		if p != nil { // nil: being made
+			h.Ready += p.Ready()
+		}
 	}
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, h)
@@ -183,6 +246,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "jail: "+err.Error())
 		return
 	}
+	stream := r.URL.Query().Get("stream") == "1"
 
 	select {
 	case s.runs <- struct{}{}:
@@ -190,8 +254,15 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	case <-r.Context().Done():
 		return
 	}
+	if !stream {
+		// Kept until the answer is written.
+		kept, err := s.capture.take(r.Context(), 2*outputLimit(spec))
+		if err != nil {
+			return
+		}
+		defer s.capture.give(kept)
+	}
 
-	stream := r.URL.Query().Get("stream") == "1"
 	var events *eventWriter
 	if stream {
 		events = &eventWriter{w: w}
@@ -230,7 +301,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		events.last(out)
 		return
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeResult(w, out)
 }
 
 // specOf turns a request into a Spec, checking what only a server must: the
@@ -262,6 +333,9 @@ func specOf(req *api.RunRequest) (jail.Spec, error) {
 	if req.OutputLimit != "" {
 		if spec.OutputLimit, err = jail.ParseSize(string(req.OutputLimit)); err != nil {
 			return spec, fmt.Errorf("output_limit: %v", err)
+		}
+		if spec.OutputLimit > jail.MaxOutputLimit {
+			return spec, fmt.Errorf("output_limit: %q: must be at most %dM", req.OutputLimit, jail.MaxOutputLimit>>20)
 		}
 	}
 	if req.TimeoutS < 0 || req.TimeoutS > 1e9 {
@@ -295,6 +369,14 @@ func specOf(req *api.RunRequest) (jail.Spec, error) {
 		spec.Stdin = strings.NewReader(req.Stdin)
 	}
 	return spec, nil
+}
+
+// outputLimit is what a run of spec keeps of each stream at most.
+func outputLimit(spec jail.Spec) int64 {
+	if spec.OutputLimit > 0 {
+		return spec.OutputLimit
+	}
+	return jail.DefaultOutputLimit
 }
 
 func resultOf(r jail.Result) api.Result {
@@ -358,52 +440,56 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// writeResult writes the answer of a run, the bytes writeJSON would, without
+// building it whole in memory first: the output in it, up to the output
+// limit per stream, may take up to six times its size once escaped (a
+// control byte is \u00XX), which is what encoding/json would hold.
+func writeResult(w http.ResponseWriter, out api.Result) {
+	const head = `{"stdout":"","stderr":"",`
+	rest := out
+	rest.Stdout, rest.Stderr = "", ""
+	tail, err := json.Marshal(rest)
+	if err != nil || !bytes.HasPrefix(tail, []byte(head)) {
+		writeJSON(w, http.StatusOK, out) // api.Result no longer starts so
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 64<<10)
+	bw.WriteString(`{"stdout":`)
+	writeJSONString(bw, out.Stdout)
+	bw.WriteString(`,"stderr":`)
+	writeJSONString(bw, out.Stderr)
+	bw.WriteByte(',')
+	bw.Write(tail[len(head):])
+	bw.WriteByte('\n')
+	_ = bw.Flush()
+}
+
+// writeJSONString writes s as encoding/json quotes it, a piece at a time.
+// A piece never ends inside a rune, which encoding/json would otherwise
+// replace, byte by byte, with U+FFFD.
+func writeJSONString(w *bufio.Writer, s string) {
+	const piece = 16 << 10
+	w.WriteByte('"')
+	for len(s) > 0 {
+		n := min(piece, len(s))
+		if n < len(s) {
+			// A rune is at most 4 bytes: its start is at most 3
+			// back.
+			for back := 0; back < utf8.UTFMax-1 && n > 1 && !utf8.RuneStart(s[n]); back++ {
+				n--
+			}
+		}
+		quoted, _ := json.Marshal(s[:n]) // a string always encodes
+		w.Write(quoted[1 : len(quoted)-1])
+		s = s[n:]
+	}
+	w.WriteByte('"')
+}
+
 func writeError(w http.ResponseWriter, status int, msg string) {
 	writeJSON(w, status, api.Error{Error: msg})
-}
-
-// DefaultSocket is where `jail serve` listens: /run/jail/jail.sock for root,
-// $XDG_RUNTIME_DIR/jail/jail.sock for anyone else.
-func DefaultSocket() (string, error) {
-	if os.Geteuid() == 0 {
-		return "/run/jail/jail.sock", nil
-	}
-	dir := os.Getenv("XDG_RUNTIME_DIR")
-	if dir == "" || !filepath.IsAbs(dir) {
-		return "", errors.New("XDG_RUNTIME_DIR is not set: give --socket PATH")
-	}
-	return filepath.Join(dir, "jail", "jail.sock"), nil
-}
-
-// Listen opens the socket at path with mode 0600, in a directory it creates
-// with mode 0700 if missing. A socket left by a server that is gone is
-// replaced; one that a live server answers on is not.
-func Listen(path string) (net.Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("socket directory: %w", err)
-	}
-	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-		c.Close()
-		return nil, fmt.Errorf("%s: a server already answers there", path)
-	}
-	if st, err := os.Lstat(path); err == nil {
-		if st.Mode()&os.ModeSocket == 0 {
-			return nil, fmt.Errorf("%s exists and is not a socket", path)
-		}
-		if err := os.Remove(path); err != nil {
-			return nil, fmt.Errorf("remove stale socket: %w", err)
-		}
-	}
-	// The socket is born 0600: there is no moment where others may
-	// connect.
-	old := syscall.Umask(0o177)
-	l, err := net.Listen("unix", path)
-	syscall.Umask(old)
-	if err != nil {
-		return nil, err
-	}
-	l.(*net.UnixListener).SetUnlinkOnClose(true)
-	return l, nil
 }
 
 // Serve answers on l until ctx is cancelled, then stops taking requests,
@@ -411,7 +497,6 @@ func Listen(path string) (net.Listener, error) {
 // cancelled and their sandboxes killed) and ends the ready sandboxes.
 func Serve(ctx context.Context, l net.Listener, opts Options, grace time.Duration) error {
 	s := New(opts)
-	defer s.Close()
 	base, cancelRuns := context.WithCancel(context.Background())
 	defer cancelRuns()
 	hs := &http.Server{
@@ -422,16 +507,78 @@ func Serve(ctx context.Context, l net.Listener, opts Options, grace time.Duratio
 	}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(l) }()
+	var err error
 	select {
-	case err := <-served:
-		return err
+	case err = <-served:
 	case <-ctx.Done():
 	}
-	shutdown, cancel := context.WithTimeout(context.Background(), grace)
+	deadline := time.Now().Add(grace)
+	shutdown, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	if err := hs.Shutdown(shutdown); err != nil {
+	if hs.Shutdown(shutdown) != nil {
 		cancelRuns()
 		_ = hs.Close()
 	}
-	return nil
+	// The pools end their ready sandboxes. One that cannot close by the
+	// deadline (a filler still preparing a sandbox, say, of an image whose
+	// reading never ends) is left to what ends a server killed outright:
+	// its sandboxes die with it, and their janitors remove their cgroups.
+	closed := make(chan struct{})
+	go func() {
+		s.Close()
+		close(closed)
+	}()
+	wait := time.NewTimer(max(time.Until(deadline), closeSlack))
+	defer wait.Stop()
+	select {
+	case <-closed:
+	case <-wait.C:
+	}
+	return err
+}
+
+// closeSlack is how long Serve waits for the pools to close when the
+// grace period is over: the runs cancelled then take a few milliseconds to
+// end.
+const closeSlack = 2 * time.Second
+
+// budget is a number of bytes that runs take and give back; take waits
+// while there are too few left.
+type budget struct {
+	mu          sync.Mutex
+	total, left int64
+	// freed is closed, and replaced, when bytes are given back.
+	freed chan struct{}
+}
+
+func newBudget(n int64) *budget { return &budget{total: n, left: n, freed: make(chan struct{})} }
+
+// take takes n bytes, or the whole budget when n is more, waiting until
+// they are there or ctx is done, and returns what it took.
+func (b *budget) take(ctx context.Context, n int64) (int64, error) {
+	n = min(n, b.total)
+	for {
+		b.mu.Lock()
+		if b.left >= n {
+			b.left -= n
+			b.mu.Unlock()
+			return n, nil
+		}
+		freed := b.freed
+		b.mu.Unlock()
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// give gives back n bytes taken.
+func (b *budget) give(n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.left += n
+	close(b.freed)
+	b.freed = make(chan struct{})
 }

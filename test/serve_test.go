@@ -29,18 +29,25 @@ type server struct {
 // answers, and stops it (SIGTERM) when the test ends.
 func startServe(t *testing.T, m mode, flags ...string) *server {
 	t.Helper()
-	owner := (*account)(nil)
-	if m.rootless {
-		owner = rootless
-	}
-	dir := sharedTempDir(t, owner)
-	socket := filepath.Join(dir, "jail.sock")
+	return startServeWith(t, m, nil, flags...)
+}
+
+// startServeWith is startServe with extra environment variables.
+func startServeWith(t *testing.T, m mode, env []string, flags ...string) *server {
+	t.Helper()
+	return startServeAt(t, m, filepath.Join(sharedTempDir(t, ownerOf(m)), "jail.sock"), env, flags...)
+}
+
+// startServeAt is startServeWith on the socket at path.
+func startServeAt(t *testing.T, m mode, socket string, env []string, flags ...string) *server {
+	t.Helper()
 	cmd := command(m, append([]string{"serve", "--socket", socket}, flags...)...)
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &server{cmd: cmd, socket: socket, client: client.New(socket)}
+	s := &server{cmd: cmd, socket: socket, client: clientOf(m, socket)}
 	t.Cleanup(func() {
 		s.client.Close()
 		if cmd.ProcessState == nil {
@@ -60,6 +67,45 @@ func startServe(t *testing.T, m mode, flags ...string) *server {
 			t.Fatalf("jail serve does not answer: %v", err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// ownerOf is the account that runs jail in mode m (nil: the test's own).
+func ownerOf(m mode) *account {
+	if m.rootless {
+		return rootless
+	}
+	return nil
+}
+
+// clientOf is a client of the server that runs in mode m: the test runs as
+// root and talks to the rootless user's server too, which it trusts.
+func clientOf(m mode, socket string) *client.Client {
+	if m.rootless {
+		return client.New(socket, client.ServerUser(rootless.uid))
+	}
+	return client.New(socket)
+}
+
+// stop sends the server SIGTERM and waits until it is gone, failing the
+// test unless it exits 0 within a minute (its grace period is 10 s; a hang
+// guard, not a timing check).
+func (s *server) stop(t *testing.T) {
+	t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("jail serve after SIGTERM: %v", err)
+		}
+	case <-time.After(time.Minute):
+		_ = s.cmd.Process.Kill()
+		<-done
+		t.Fatal("jail serve did not stop within a minute of SIGTERM")
 	}
 }
 

@@ -54,7 +54,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.tty, "tty", false, "run on a pseudo-terminal")
 	fs.BoolVar(&f.tty, "t", false, "shorthand for --tty")
 	fs.BoolVar(&f.json, "json", false, "capture output and print one JSON result object")
-	fs.StringVar(&f.outputLimit, "output-limit", "", "with --json, most bytes kept per stream (default 1M)")
+	fs.StringVar(&f.outputLimit, "output-limit", "", "with --json, most bytes kept per stream (default 1M, at most 64M)")
 }
 
 // spec turns the flags into a jail.Spec.
