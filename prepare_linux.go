@@ -267,8 +267,7 @@ func resolve(spec *Spec) (*plan, error) {
 	p.cfg.Capabilities = defaultCapabilities
 	var why error
 	if p.cgroup, why = cgroups.Detect(); p.cgroup.Version == cgroups.None {
-		p.fallbackLimits()
-		p.notices = append(p.notices, fmt.Sprintf("no cgroup for this sandbox (%v): %s", why, FallbackLimits))
+		p.notices = append(p.notices, fmt.Sprintf("no cgroup for this sandbox (%v): %s", why, p.fallbackLimits()))
 	}
 	if spec.TTY && spec.WindowSize != nil {
 		p.cfg.Process.Rows, p.cfg.Process.Cols = spec.WindowSize.Rows, spec.WindowSize.Cols
@@ -604,19 +603,12 @@ func jailStateDirs(store string) []string {
 	return out
 }
 
-// FallbackLimits says what bounds a sandbox that has no cgroup (rootless
-// on cgroup v1, or v2 without a delegated subtree), and what does not.
-const FallbackLimits = "each process's private memory is bounded by RLIMIT_DATA (--memory), the writable " +
-	"tmpfs mounts (/tmp, /run, /dev/shm, the home and the root's writable layer) by sizes that add up to " +
-	"less than --memory, System V shared memory by the ipc namespace's shmall (an eighth of --memory), and " +
-	"tasks by RLIMIT_NPROC (--pids); NOT bounded: memfd and other shared mappings, the page cache, " +
-	"kernel memory, and CPU (--cpus is not enforced)"
-
 // fallbackLimits bounds what can be bounded without a cgroup: rlimits per
 // process, and the shared places the sandbox can fill (its tmpfs mounts,
 // System V shared memory), whose sizes add up to less than the memory
-// limit (tmpfs pages count against nothing else here).
-func (p *plan) fallbackLimits() {
+// limit (tmpfs pages count against nothing else here). It returns what
+// bounds the sandbox and what does not, for the notice.
+func (p *plan) fallbackLimits() string {
 	mem := p.limits.Memory
 	l := &p.cfg.Limits
 	l.RlimitData, l.RlimitNproc = mem, p.limits.Pids
@@ -624,7 +616,30 @@ func (p *plan) fallbackLimits() {
 	// sixteenth, System V shm the remaining eighth or so.
 	l.TmpSize, l.UpperSize, l.HomeSize = min(l.TmpSize, mem/6), min(l.UpperSize, mem/6), min(l.HomeSize, mem/6)
 	l.ShmSize, l.RunSize = min(l.ShmSize, mem/8), min(l.RunSize, mem/16)
-	l.SysVShm = mem / 8
+	// Only the ipc namespace's root may set its limits: an init that
+	// runs as the command's non-root user (rootless, one id) cannot.
+	sysv := p.id.InitUID == 0
+	if sysv {
+		l.SysVShm = mem / 8
+	}
+	return FallbackLimits(sysv)
+}
+
+// FallbackLimits says what bounds a sandbox that has no cgroup (rootless
+// on cgroup v1, or v2 without a delegated subtree), and what does not;
+// sysv tells whether System V shared memory is bounded (it is unless the
+// sandbox runs as a non-root user with only the caller's id).
+func FallbackLimits(sysv bool) string {
+	bounded := "each process's private memory is bounded by RLIMIT_DATA (--memory), the writable tmpfs mounts " +
+		"(/tmp, /run, /dev/shm, the home and the root's writable layer) by sizes that add up to less than --memory, "
+	notBounded := "NOT bounded: memfd and other shared mappings, "
+	if sysv {
+		bounded += "System V shared memory by the ipc namespace's shmall (an eighth of --memory), "
+	} else {
+		notBounded += "System V shared memory, "
+	}
+	return bounded + "and tasks by RLIMIT_NPROC (--pids); " + notBounded +
+		"the page cache, kernel memory, and CPU (--cpus is not enforced)"
 }
 
 // hostHomes are the homes of the host's accounts that a sandbox on the host
