@@ -247,9 +247,10 @@ func v1ParentOrSkip(t *testing.T, controller string) string {
 // TestKillSignalsOnlyTheCgroupsProcesses: of the pids a janitor read from
 // cgroup.procs, it kills only those whose process is in the cgroup when it
 // signals: a pid that another process outside has taken since (here: an
-// outside process's pid among those read) is never signalled.
+// outside process's pid among those read) is never signalled. (On v2 this
+// is the way of kernels before cgroup.kill, 5.14.)
 func TestKillSignalsOnlyTheCgroupsProcesses(t *testing.T) {
-	dir := filepath.Join(v1ParentOrSkip(t, "pids"), fmt.Sprintf("kill-test-%d", os.Getpid()))
+	dir := filepath.Join(sandboxParentOrSkip(t), fmt.Sprintf("kill-test-%d", os.Getpid()))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
