@@ -100,6 +100,9 @@ type supervisor struct {
 	program  *programs.Program  // what the init runs (openInit)
 	goInit   bool               // program is the stage program's Go init
 	janitor  chan janitorHandle // yields the janitor, once started
+	// cgroupName names the sandbox's cgroup before it is made, for its
+	// janitor.
+	cgroupName string
 	// janitorState is what janitor yielded.
 	janitorState *janitorHandle
 	// leftToJanitor: the init was still exiting when the result was
@@ -157,6 +160,7 @@ func (s *supervisor) boot() (err error) {
 		return &SetupError{Step: "start", Err: err}
 	}
 	s.conn = conn
+	s.startJanitor()
 	// Who starts the init is decided once, here: the cgroup's entry
 	// depends on it. A forker that is gone (killed, say) no longer serves;
 	// nor can it be sent more files than a message carries (the init's
@@ -534,49 +538,74 @@ wait:
 	return res, nil
 }
 
+// startJanitor names the sandbox's cgroup and starts, in the background,
+// the janitor that removes it (the janitor program, or else the stage
+// program's), unless a pool's janitor (s.watch) watches the sandbox. It
+// starts as early as boot does, to overlap the init's start; createCgroup
+// waits for it.
+func (s *supervisor) startJanitor() {
+	if s.plan.cgroup.Version == cgroups.None || s.watch != nil {
+		return
+	}
+	s.cgroupName = sandboxName()
+	paths := cgroups.PathsFor(s.plan.cgroup, s.cgroupName)
+	started := make(chan janitorHandle, 1)
+	s.janitor = started
+	go func() { started <- ownJanitor(paths) }()
+}
+
+// ownJanitor starts a janitor of paths of a sandbox's own. It returns once
+// the janitor runs, in a session of its own (spawn.Start returns after the
+// exec): from then on no kill of this process, or of its process group or
+// session, leaves paths to nobody. A zero handle: none could be started.
+func ownJanitor(paths []string) janitorHandle {
+	p, err := programs.Open(programs.Janitor)
+	if err != nil {
+		p, err = programs.Open(programs.Stage)
+	}
+	if err != nil {
+		return janitorHandle{}
+	}
+	defer p.Close()
+	release, wait, err := janitor.Start(p.Path, paths)
+	if err != nil {
+		return janitorHandle{}
+	}
+	return janitorHandle{release: func(bool) { release.Close(); go wait() }}
+}
+
 // createCgroup makes the sandbox's cgroup, with a janitor that removes it
 // even if this process is killed: the supervisor's shared one (s.watch) or
-// one of its own.
+// one of its own (startJanitor). Nothing is made before that janitor knows
+// the cgroup's name and runs, so that there is no moment at which this
+// process can die leaving a cgroup nobody removes. (Only where no janitor
+// could be started is it made all the same: a later janitor's sweep takes
+// it then.)
 func (s *supervisor) createCgroup() error {
 	if s.plan.cgroup.Version == cgroups.None {
 		return nil
 	}
-	started := make(chan janitorHandle, 1)
-	s.janitor = started
-	if s.spares != nil {
-		// Its janitor watches it still: it was never forgotten.
-		if cg := s.spares.take(s.plan.cgroup, s.plan.limits); cg != nil {
-			s.cgroup = cg
-			started <- s.watched(cg.Paths())
-			return nil
+	if s.janitor == nil {
+		started := make(chan janitorHandle, 1)
+		s.janitor = started
+		if s.spares != nil {
+			// Its janitor watches it still: it was never forgotten.
+			if cg := s.spares.take(s.plan.cgroup, s.plan.limits); cg != nil {
+				s.cgroup = cg
+				started <- s.watched(cg.Paths())
+				return nil
+			}
+		}
+		s.cgroupName = sandboxName()
+		paths := cgroups.PathsFor(s.plan.cgroup, s.cgroupName)
+		if s.watch != nil && s.watch.Add(paths) == nil {
+			started <- s.watched(paths)
+		} else {
+			started <- ownJanitor(paths)
 		}
 	}
-	name := sandboxName()
-	paths := cgroups.PathsFor(s.plan.cgroup, name)
-	if s.watch != nil && s.watch.Add(paths) == nil {
-		started <- s.watched(paths)
-	} else {
-		// The janitor starts while the cgroup is made and the init
-		// starts: the janitor program, or else the stage program's.
-		go func() {
-			p, err := programs.Open(programs.Janitor)
-			if err != nil {
-				p, err = programs.Open(programs.Stage)
-			}
-			if err != nil {
-				started <- janitorHandle{}
-				return
-			}
-			defer p.Close()
-			release, wait, err := janitor.Start(p.Path, paths)
-			if err != nil {
-				started <- janitorHandle{}
-				return
-			}
-			started <- janitorHandle{release: func(bool) { release.Close(); go wait() }}
-		}()
-	}
-	cg, err := cgroups.New(s.plan.cgroup, name, s.plan.limits)
+	s.janitorStarted()
+	cg, err := cgroups.New(s.plan.cgroup, s.cgroupName, s.plan.limits)
 	if err != nil {
 		return &SetupError{Step: "cgroup", Err: err}
 	}

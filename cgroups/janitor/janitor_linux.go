@@ -5,18 +5,28 @@
 // serves one sandbox (Start), or all the sandboxes of a long-lived
 // supervisor (StartWatch).
 //
+// A supervisor names a cgroup to its janitor before it makes it (Start's
+// arguments, Watch.Add), and makes it only once the janitor runs, in a
+// session of its own: whenever the supervisor dies (killed alone, or with
+// its process group or session), what it made of the cgroup has a janitor.
+//
 // It is apart from package cgroups so that the janitor's program links
 // only what removing directories needs. A one-sandbox janitor is usually the janitor
 // program in C (internal/programs/janitor), which Start runs just as this
 // package's Main, with the same arguments and rules; Main is the janitor of
-// builds without it and the watching one. Invariant: it removes only
-// directories that are children of one named Parent inside the cgroup mount.
+// builds without it and the watching one. Invariants: it removes only
+// directories that are children of one named Parent inside the cgroup
+// mount; it signals only processes in such a directory (cgroup.kill, or a
+// pidfd checked against the process's cgroup: never a pid read earlier that
+// another process has taken since, nor a process of jail's own with a
+// thread passing through; see killMembers).
 //
 // Every janitor, once its own work is done, also sweeps, at most once per
 // SweepAge in each parent: it removes the sandbox cgroups beside its own
 // that no supervisor holds (Hold) and that are older than SweepAge. Such a
-// cgroup is left by a supervisor killed between making it and starting its
-// janitor. Sweeping only removes empty directories (rmdir); it never kills.
+// cgroup is left where a supervisor could start no janitor, or its janitor
+// was killed itself. Sweeping only removes empty directories (rmdir); it
+// never kills.
 package janitor
 
 import (
@@ -35,6 +45,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/jail-sandbox/jail/cgroups/cgroupfile"
 	"github.com/jail-sandbox/jail/internal/spawn"
 )
 
@@ -50,8 +61,9 @@ const mountpoint = "/sys/fs/cgroup"
 // Start starts a janitor for dirs from the program at path, which must
 // dispatch Arg to Main. It waits, in a session of its own, until the
 // returned file is closed (by the supervisor when it is done, or by the
-// kernel when the supervisor dies), then removes whatever of dirs is left.
-// wait reaps it.
+// kernel when the supervisor dies), then removes whatever of dirs exists.
+// It returns once the janitor runs (after its exec), out of the caller's
+// process group and session: dirs may be made from then on. wait reaps it.
 func Start(path string, dirs []string) (release *os.File, wait func(), err error) {
 	w, pid, err := launch(path, dirs)
 	if err != nil {
@@ -222,19 +234,121 @@ func Remove(dirs []string) error {
 	return firstErr
 }
 
-// killProcs SIGKILLs every process listed in a cgroup directory, never the
-// caller: on v1 a supervisor thread passes through a sandbox's cgroup to fork
-// its init, and lists the supervisor there until it has left.
+// killProcs SIGKILLs every process in a cgroup directory, and never one
+// outside it, nor the caller (on v1 a supervisor thread passes through a
+// sandbox's cgroup to fork its init, which lists the supervisor there until
+// it has left). Where the kernel has cgroup.kill (v2, Linux 5.14+), the
+// kernel kills by its own list, forking processes included; nothing of a
+// supervisor ever enters a v2 sandbox cgroup (its init is cloned into it).
+// Elsewhere it goes by cgroup.procs, through killMembers.
 func killProcs(dir string) {
-	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if cgroupfile.Write(filepath.Join(dir, "cgroup.kill"), "1") == nil {
+		return
+	}
+	b, err := cgroupfile.Read(filepath.Join(dir, "cgroup.procs"))
 	if err != nil {
 		return
 	}
+	var pids []int
 	for _, f := range strings.Fields(string(b)) {
-		if pid, err := strconv.Atoi(f); err == nil && pid > 0 && pid != os.Getpid() {
-			_ = unix.Kill(pid, unix.SIGKILL)
+		if pid, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, pid)
 		}
 	}
+	killMembers(dir, pids)
+}
+
+// killMembers SIGKILLs those of pids (read from dir's cgroup.procs a moment
+// ago) that are still processes in the cgroup, never another process that
+// has taken a pid since, nor one that only has a thread passing through
+// (jail's own: a v1 supervisor or forker thread forking an init). Each pid
+// is pinned by a pidfd first, then its process's cgroup read from
+// /proc/PID/cgroup (its thread group leader's), then the signal goes
+// through the pidfd. The read describes the pidfd's process whenever the
+// signal reaches it: a live process has held its pid all along. (Only a
+// writer of the host's cgroup files could move it out between the read and
+// the signal.) Without pidfds (before Linux 5.3) nothing is signalled: the
+// sandbox's processes end with its init, whose pid namespace takes them.
+func killMembers(dir string, pids []int) {
+	m, ok := memberTest(dir)
+	if !ok {
+		return
+	}
+	for _, pid := range pids {
+		if pid <= 0 || pid == os.Getpid() {
+			continue
+		}
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			continue
+		}
+		if m.holds(pid) {
+			_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+		}
+		unix.Close(fd)
+	}
+}
+
+// membership tells whether a process is in one cgroup, by the line of
+// /proc/PID/cgroup of the cgroup's hierarchy: "0::PATH" on v2, on v1
+// "ID:CONTROLLERS:PATH" where CONTROLLERS names the hierarchy.
+type membership struct {
+	// hierarchy is the v1 hierarchy's name under the mount point
+	// ("memory", "cpu", or "cpu,cpuacct"), "" on v2.
+	hierarchy string
+	// path is the cgroup's path within its hierarchy, as
+	// /proc/PID/cgroup shows it.
+	path string
+}
+
+// memberTest is the membership test of dir, a sandbox cgroup (ours).
+func memberTest(dir string) (membership, bool) {
+	var st unix.Statfs_t
+	if unix.Statfs(dir, &st) != nil {
+		return membership{}, false
+	}
+	rel := strings.TrimPrefix(dir, mountpoint)
+	if st.Type == unix.CGROUP2_SUPER_MAGIC {
+		return membership{path: rel}, true
+	}
+	hierarchy, path, ok := strings.Cut(strings.TrimPrefix(rel, "/"), "/")
+	if !ok || hierarchy == "" {
+		return membership{}, false
+	}
+	return membership{hierarchy: hierarchy, path: "/" + path}, true
+}
+
+// holds reports whether the process pid is in the cgroup.
+func (m membership) holds(pid int) bool {
+	b, err := cgroupfile.Read("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		id, rest, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		controllers, path, ok := strings.Cut(rest, ":")
+		if !ok || path != m.path {
+			continue
+		}
+		if m.hierarchy == "" {
+			if id == "0" && controllers == "" {
+				return true
+			}
+			continue
+		}
+		if controllers == m.hierarchy {
+			return true
+		}
+		for _, c := range strings.Split(controllers, ",") {
+			if c == m.hierarchy || c == "name="+m.hierarchy {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // watchArg, after Arg, makes a janitor that watches many sandboxes (Watch).

@@ -6,10 +6,17 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/jail-sandbox/jail/cgroups/cgroupfile"
+	"github.com/jail-sandbox/jail/internal/programs"
+	"github.com/jail-sandbox/jail/internal/spawn"
 )
 
 // The test binary is the janitor program of the tests that start one.
@@ -204,6 +211,21 @@ func markUnswept(t *testing.T, parent string) {
 	}
 }
 
+// sandboxParentOrSkip makes jail's parent, as root, in the v2 hierarchy or
+// else in the v1 pids one, or skips the test.
+func sandboxParentOrSkip(t *testing.T) string {
+	t.Helper()
+	var st unix.Statfs_t
+	if os.Geteuid() == 0 && unix.Statfs(mountpoint, &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
+		parent := filepath.Join(mountpoint, Parent)
+		if err := os.MkdirAll(parent, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return parent
+	}
+	return v1ParentOrSkip(t, "pids")
+}
+
 // v1ParentOrSkip makes jail's parent in the v1 hierarchy of controller, as
 // root, or skips the test.
 func v1ParentOrSkip(t *testing.T, controller string) string {
@@ -220,4 +242,209 @@ func v1ParentOrSkip(t *testing.T, controller string) string {
 		t.Fatal(err)
 	}
 	return parent
+}
+
+// TestKillSignalsOnlyTheCgroupsProcesses: of the pids a janitor read from
+// cgroup.procs, it kills only those whose process is in the cgroup when it
+// signals: a pid that another process outside has taken since (here: an
+// outside process's pid among those read) is never signalled. (On v2 this
+// is the way of kernels before cgroup.kill, 5.14.)
+func TestKillSignalsOnlyTheCgroupsProcesses(t *testing.T) {
+	dir := filepath.Join(sandboxParentOrSkip(t), fmt.Sprintf("kill-test-%d", os.Getpid()))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Remove(dir) })
+	inside, outside := exec.Command("sleep", "60"), exec.Command("sleep", "60")
+	for _, c := range []*exec.Cmd{inside, outside} {
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(fmt.Sprint(inside.Process.Pid)), 0); err != nil {
+		t.Fatal(err)
+	}
+
+	killMembers(dir, []int{outside.Process.Pid, inside.Process.Pid, os.Getpid()})
+
+	if err := inside.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Errorf("the process in the cgroup: %v, want killed", err)
+	}
+	if err := syscall.Kill(outside.Process.Pid, 0); err != nil {
+		t.Errorf("the process outside the cgroup: %v", err)
+	}
+	var ws syscall.WaitStatus
+	if pid, _ := syscall.Wait4(outside.Process.Pid, &ws, syscall.WNOHANG, nil); pid != 0 {
+		t.Errorf("the process outside the cgroup ended: %v", ws)
+	}
+}
+
+// TestRemoveKillsOnlyWhatIsInTheCgroup: Remove, and each janitor program
+// once let go, kills the processes in a sandbox cgroup (through
+// cgroup.kill where the kernel has it, pidfds otherwise) and removes it; a
+// process outside is not touched.
+func TestRemoveKillsOnlyWhatIsInTheCgroup(t *testing.T) {
+	parent := sandboxParentOrSkip(t)
+	_, err := os.Stat(filepath.Join(parent, "cgroup.kill"))
+	t.Logf("cgroup.kill: %v", err == nil)
+	removers := []struct {
+		name   string
+		remove func(dir string) error
+	}{{"Remove", func(dir string) error { return Remove([]string{dir}) }}}
+	for _, j := range janitorPrograms(t) {
+		removers = append(removers, struct {
+			name   string
+			remove func(dir string) error
+		}{j.name + " janitor", func(dir string) error {
+			release, wait, err := startJanitor(j.path, dir)
+			if err != nil {
+				return err
+			}
+			release.Close()
+			return wait()
+		}})
+	}
+	for _, r := range removers {
+		t.Run(r.name, func(t *testing.T) {
+			dir := filepath.Join(parent, fmt.Sprintf("remove-test-%d", os.Getpid()))
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = os.Remove(dir) })
+			inside, outside := exec.Command("sleep", "60"), exec.Command("sleep", "60")
+			for _, c := range []*exec.Cmd{inside, outside} {
+				if err := c.Start(); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+			}
+			if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(fmt.Sprint(inside.Process.Pid)), 0); err != nil {
+				t.Fatal(err)
+			}
+
+			if err := r.remove(dir); err != nil {
+				t.Fatal(err)
+			}
+
+			if _, err := os.Stat(dir); !os.IsNotExist(err) {
+				t.Errorf("%s is still there: %v", dir, err)
+			}
+			if err := inside.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
+				t.Errorf("the process in the cgroup: %v, want killed", err)
+			}
+			var ws syscall.WaitStatus
+			if pid, _ := syscall.Wait4(outside.Process.Pid, &ws, syscall.WNOHANG, nil); pid != 0 {
+				t.Errorf("the process outside the cgroup ended: %v", ws)
+			}
+		})
+	}
+}
+
+// janitorPrograms are the janitors to run as processes: this test binary
+// (Main) and, when embedded, the C program.
+func janitorPrograms(t *testing.T) []struct{ name, path string } {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := []struct{ name, path string }{{"go", self}}
+	if programs.Version(programs.Janitor) == "" {
+		t.Log("no embedded janitor program (go generate ./internal/programs): the Go janitor only")
+		return out
+	}
+	p, err := programs.Open(programs.Janitor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return append(out, struct{ name, path string }{"c", p.Path})
+}
+
+// TestJanitorsSpareAProcessPassingThrough: on v1 a supervisor's or a
+// forker's thread passes through a sandbox's cgroup to fork its init, and
+// cgroup.procs lists the whole process then. A janitor (this package's and
+// the C program) that finds the cgroup busy kills what is in it, but never
+// such a process (here: this test's), and removes the cgroup once the
+// thread has left.
+func TestJanitorsSpareAProcessPassingThrough(t *testing.T) {
+	parent := v1ParentOrSkip(t, "pids")
+	for _, j := range janitorPrograms(t) {
+		t.Run(j.name, func(t *testing.T) {
+			dir := filepath.Join(parent, fmt.Sprintf("pass-test-%d-%s", os.Getpid(), j.name))
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = os.Remove(dir) })
+			leave := threadInto(t, dir)
+			release, wait, err := startJanitor(j.path, dir)
+			if err != nil {
+				leave()
+				t.Fatal(err)
+			}
+			release.Close()
+			// Time enough for the janitor to find the cgroup busy and
+			// kill what it lists, a few times over (it retries every 5
+			// ms for five seconds).
+			time.Sleep(200 * time.Millisecond)
+			leave()
+			if err := wait(); err != nil {
+				t.Errorf("janitor: %v", err)
+			}
+			if _, err := os.Stat(dir); !os.IsNotExist(err) {
+				t.Errorf("%s is still there: %v", dir, err)
+			}
+		})
+	}
+}
+
+// startJanitor starts the janitor program at path for dir, as Start does,
+// and returns a wait that reports how it ended.
+func startJanitor(path, dir string) (release *os.File, wait func() error, err error) {
+	w, pid, err := launch(path, []string{dir})
+	if err != nil {
+		return nil, nil, err
+	}
+	return w, func() error { _, err := spawn.Wait(pid); return err }, nil
+}
+
+// threadInto moves a thread of this process, never its leader, into the v1
+// cgroup dir; leave moves it out to dir's parent again. The thread ends with
+// its goroutine, having been elsewhere.
+func threadInto(t *testing.T, dir string) (leave func()) {
+	t.Helper()
+	entered := make(chan error, 1)
+	out := make(chan struct{})
+	left := make(chan struct{})
+	var start func()
+	start = func() {
+		go func() {
+			runtime.LockOSThread()
+			if unix.Gettid() == unix.Getpid() {
+				// The leader: another thread, while this one is taken.
+				start()
+				<-left
+				return
+			}
+			err := cgroupfile.Write(filepath.Join(dir, "tasks"), "0")
+			entered <- err
+			if err == nil {
+				<-out
+				err = cgroupfile.Write(filepath.Join(filepath.Dir(dir), "tasks"), "0")
+				if err != nil {
+					t.Errorf("leave %s: %v", dir, err)
+				}
+			}
+			close(left)
+		}()
+	}
+	start()
+	if err := <-entered; err != nil {
+		t.Fatalf("enter %s: %v", dir, err)
+	}
+	return func() {
+		close(out)
+		<-left
+	}
 }

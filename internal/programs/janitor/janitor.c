@@ -5,23 +5,28 @@
  *
  *   jail:cgroup-janitor DIR...
  *
- * It waits until its stdin (a pipe whose other end only the supervisor
- * holds) reaches end of file, then, for each DIR that is a sandbox cgroup
- * (a child of a directory named "jail" inside /sys/fs/cgroup, given as a
- * clean path), kills whatever is still listed in it and removes it.
+ * The supervisor starts it, in a session of its own, before it makes any
+ * of the DIRs, and makes them only once it runs: a supervisor killed at any
+ * moment (alone, or with its process group or session) leaves nothing that
+ * a janitor does not remove. It waits until its stdin (a pipe whose other
+ * end only the supervisor holds) reaches end of file, then, for each DIR
+ * that is a sandbox cgroup (a child of a directory named "jail" inside
+ * /sys/fs/cgroup, given as a clean path) and exists, kills whatever is
+ * still in it (kill_procs: never a process outside it) and removes it.
  *
  * Then it sweeps, as the Go janitor does (Sweep), in each parent of the
  * DIRs it was given that was not swept in the last minute: it removes the
  * sandbox cgroups that no supervisor holds (a shared flock on the
- * directory) and that are older than a minute. They are left by a
- * supervisor killed between making its cgroup and starting its janitor.
- * Sweeping only removes empty directories.
+ * directory) and that are older than a minute, which a supervisor whose
+ * janitor could not start, or was killed itself, leaves. Sweeping only
+ * removes empty directories.
  *
  * It is C, not Go, because one starts beside every sandbox: a Go program's
  * runtime start and exit cost two milliseconds of CPU, at the moment the
  * sandbox's own init starts. It does what the Go janitor's one-sandbox mode
  * does (cgroups/janitor, which stays for builds without this program), with
- * the same rules for which directories it may touch.
+ * the same rules for which directories it may touch and which processes it
+ * may signal.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -34,8 +39,20 @@
 #include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+#ifndef CGROUP2_SUPER_MAGIC
+#define CGROUP2_SUPER_MAGIC 0x63677270
+#endif
 
 static const char mountpoint[] = "/sys/fs/cgroup/";
 static const char parent[] = "jail";
@@ -74,11 +91,117 @@ static double now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* kill_procs SIGKILLs every process listed in dir's cgroup.procs, never this
- * one. */
+/* membership tells whether a process is in one cgroup, by the line of
+ * /proc/PID/cgroup of the cgroup's hierarchy: "0::PATH" on v2, on v1
+ * "ID:CONTROLLERS:PATH" where CONTROLLERS names the hierarchy. */
+struct membership {
+	/* the v1 hierarchy's name under the mount point ("memory", "cpu",
+	 * "cpu,cpuacct"), "" on v2 */
+	char hierarchy[256];
+	/* the cgroup's path within its hierarchy, as /proc/PID/cgroup shows
+	 * it: a suffix of the directory's path */
+	const char *path;
+};
+
+/* member_test fills m for dir, a sandbox cgroup (ours); 0 on success. */
+static int member_test(const char *dir, struct membership *m)
+{
+	struct statfs st;
+	if (statfs(dir, &st) != 0)
+		return -1;
+	const char *rel = dir + sizeof(mountpoint) - 2; /* from the slash after the mount point */
+	if (st.f_type == CGROUP2_SUPER_MAGIC) {
+		m->hierarchy[0] = '\0';
+		m->path = rel;
+		return 0;
+	}
+	const char *slash = strchr(rel + 1, '/');
+	size_t len = slash == NULL ? 0 : (size_t)(slash - (rel + 1));
+	if (len == 0 || len >= sizeof(m->hierarchy))
+		return -1;
+	memcpy(m->hierarchy, rel + 1, len);
+	m->hierarchy[len] = '\0';
+	m->path = slash;
+	return 0;
+}
+
+/* line_matches: line ("ID:CONTROLLERS:PATH", without its newline) is m's
+ * cgroup. */
+static int line_matches(char *line, const struct membership *m)
+{
+	char *c1 = strchr(line, ':');
+	char *c2 = c1 == NULL ? NULL : strchr(c1 + 1, ':');
+	if (c2 == NULL || strcmp(c2 + 1, m->path) != 0)
+		return 0;
+	*c2 = '\0';
+	const char *controllers = c1 + 1;
+	if (m->hierarchy[0] == '\0')
+		return c1 - line == 1 && line[0] == '0' && controllers[0] == '\0';
+	if (strcmp(controllers, m->hierarchy) == 0)
+		return 1;
+	size_t hl = strlen(m->hierarchy);
+	for (const char *c = controllers; *c;) {
+		const char *end = strchrnul(c, ',');
+		size_t len = (size_t)(end - c);
+		if ((len == hl && strncmp(c, m->hierarchy, hl) == 0) ||
+		    (len == hl + 5 && strncmp(c, "name=", 5) == 0 && strncmp(c + 5, m->hierarchy, hl) == 0))
+			return 1;
+		c = *end ? end + 1 : end;
+	}
+	return 0;
+}
+
+/* holds: the process pid (its thread group leader) is in m's cgroup. A
+ * line longer than the buffer is not ours (the path would be longer than
+ * any directory the janitor is given). */
+static int holds(long pid, const struct membership *m)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%ld/cgroup", pid);
+	FILE *f = fopen(path, "re");
+	if (f == NULL)
+		return 0;
+	char line[4200];
+	int found = 0, whole = 1;
+	while (!found && fgets(line, sizeof(line), f) != NULL) {
+		size_t n = strlen(line);
+		int ends = n > 0 && line[n - 1] == '\n';
+		if (ends)
+			line[n - 1] = '\0';
+		found = whole && (ends || feof(f)) && line_matches(line, m);
+		whole = ends;
+	}
+	fclose(f);
+	return found;
+}
+
+/* kill_procs SIGKILLs every process in dir's cgroup, and never one outside
+ * it, nor this one. Where the kernel has cgroup.kill (v2, Linux 5.14+) the
+ * kernel kills by its own list, forking processes included. Elsewhere it
+ * goes by cgroup.procs: each pid is pinned by a pidfd first, then its
+ * process's cgroup read from /proc/PID/cgroup (its thread group leader's:
+ * a process of jail's own with only a thread passing through, a v1
+ * supervisor or forker forking an init, is not the sandbox's), then the
+ * signal goes through the pidfd. The read describes the pidfd's process
+ * whenever the signal reaches it, since a live process has held its pid all
+ * along; a process that took a recycled pid is never signalled. Without
+ * pidfds (before Linux 5.3) nothing is signalled: the sandbox's processes
+ * end with its init, whose pid namespace takes them. */
 static void kill_procs(const char *dir)
 {
 	char path[4096];
+	if (snprintf(path, sizeof(path), "%s/cgroup.kill", dir) >= (int)sizeof(path))
+		return;
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t n = write(fd, "1", 1);
+		close(fd);
+		if (n == 1)
+			return;
+	}
+	struct membership m;
+	if (member_test(dir, &m) != 0)
+		return;
 	if (snprintf(path, sizeof(path), "%s/cgroup.procs", dir) >= (int)sizeof(path))
 		return;
 	FILE *f = fopen(path, "re");
@@ -86,8 +209,14 @@ static void kill_procs(const char *dir)
 		return;
 	long pid;
 	while (fscanf(f, "%ld", &pid) == 1) {
-		if (pid > 0 && pid != (long)getpid())
-			kill((pid_t)pid, SIGKILL);
+		if (pid <= 0 || pid == (long)getpid())
+			continue;
+		int pidfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+		if (pidfd < 0)
+			continue;
+		if (holds(pid, &m))
+			syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+		close(pidfd);
 	}
 	fclose(f);
 }
