@@ -41,6 +41,10 @@ type Profile struct {
 	Limits Limits `yaml:"limits,omitempty"`
 	// Network is the network mode; only "none" exists so far.
 	Network string `yaml:"network,omitempty"`
+	// Capabilities are what sandbox root keeps (see CapabilitySet): nil
+	// when the profile does not say (it then inherits its parent's), an
+	// empty list for none. Only names of Grantable may appear.
+	Capabilities *[]string `yaml:"capabilities,omitempty"`
 	// Masks are extra paths hidden in the sandbox; ReadOnly extra paths
 	// made read-only.
 	Masks    []string          `yaml:"masks,omitempty"`

@@ -23,7 +23,7 @@ import (
 
 // cacheVersion changes whenever what is cached for the same input would
 // change, invalidating cached entries.
-const cacheVersion = 4
+const cacheVersion = 5
 
 // Filter is a compiled policy (see package filter, which loads it).
 type Filter = filter.Filter
