@@ -19,6 +19,8 @@ var deniedEverywhere = map[string]string{
 	"unshare(CLONE_NEWUSER)": "EPERM", "unshare(CLONE_NEWNS)": "EPERM", "clone(CLONE_NEWUSER)": "EPERM",
 	"clone3":                         "ENOSYS", // so glibc falls back to clone, which is checked
 	"personality(READ_IMPLIES_EXEC)": "EPERM",
+	"personality(PER_LINUX32)":       "ok",
+	"personality(UNAME26)":           "ok",
 	"ioctl(TIOCSTI)":                 "EPERM", "ioctl(TIOCSTI|1<<32)": "EPERM", "ioctl(TIOCLINUX)": "EPERM",
 	"open_by_handle_at":      "EPERM",
 	"syscall 500 (unknown)":  "ENOSYS",

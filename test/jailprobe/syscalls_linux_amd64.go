@@ -42,6 +42,18 @@ func sock(nr, family, typ, proto uintptr) func() unix.Errno {
 	}
 }
 
+// persona sets the personality given, and the plain Linux one again if
+// that worked.
+func persona(p uintptr) func() unix.Errno {
+	return func() unix.Errno {
+		_, _, e := unix.Syscall(unix.SYS_PERSONALITY, p, 0, 0)
+		if e == 0 {
+			_, _, _ = unix.Syscall(unix.SYS_PERSONALITY, 0, 0, 0)
+		}
+		return e
+	}
+}
+
 // pair makes a socketpair of the family given, and closes it if that
 // worked.
 func pair(family uintptr) func() unix.Errno {
@@ -86,6 +98,8 @@ var attempts = []attempt{
 	{"ptrace", raw(unix.SYS_PTRACE, unix.PTRACE_ATTACH, 0x3fffffff)},
 	{"process_vm_readv", raw(unix.SYS_PROCESS_VM_READV, 1, bad, 0, bad, 0, 0)},
 	{"personality(READ_IMPLIES_EXEC)", raw(unix.SYS_PERSONALITY, 0x0400000)},
+	{"personality(PER_LINUX32)", persona(0x0008)},
+	{"personality(UNAME26)", persona(0x0020000)},
 	{"ioctl(TIOCSTI)", raw(unix.SYS_IOCTL, 0, unix.TIOCSTI, bad)},
 	{"ioctl(TIOCSTI|1<<32)", raw(unix.SYS_IOCTL, 0, 1<<32|unix.TIOCSTI, bad)},
 	{"ioctl(TIOCLINUX)", raw(unix.SYS_IOCTL, 0, unix.TIOCLINUX, bad)},
