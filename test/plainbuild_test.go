@@ -20,23 +20,13 @@ func TestBuildWithoutPrograms(t *testing.T) {
 		t.Skip("built and tested on the host")
 	}
 	plain := plainBuild(t)
-	profiles := sharedTempDir(t, rootless)
-	dir := filepath.Join(profiles, "jail", "profiles")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "mine.yaml"), []byte("version: 1\nextends: default\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	forEachMode(t, func(t *testing.T, m mode) {
+		home, dir := profileHome(t, m)
+		if err := os.WriteFile(filepath.Join(dir, "mine.yaml"), []byte("version: 1\nextends: default\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		run := func(args ...string) result {
-			cmd := command(m, args...)
-			cmd.Args[len(cmd.Args)-len(args)-1] = plain
-			if cmd.Path == jailBin {
-				cmd.Path = plain
-			}
-			cmd.Env = append(cmd.Env, "XDG_CONFIG_HOME="+profiles)
-			return runCmd(t, cmd)
+			return runCmd(t, withProfiles(m, plain, home, args...))
 		}
 		if r := run("run", "--", "sh", "-c", "echo ok"); r.code != 0 || r.stdout != "ok\n" {
 			t.Errorf("run: exit %d, %q %q", r.code, r.stdout, r.stderr)
@@ -48,7 +38,7 @@ func TestBuildWithoutPrograms(t *testing.T) {
 			{[]string{"run", "--profile", "mine", "--", "true"}, "tools"},
 			{[]string{"profile", "show", "default"}, "tools"},
 			{[]string{"image", "pull", "localhost/x:1"}, "tools"},
-			{[]string{"serve", "--socket", filepath.Join(profiles, "x.sock")}, "server"},
+			{[]string{"serve", "--socket", filepath.Join(home, "x.sock")}, "server"},
 		} {
 			args := c.args
 			r := run(args...)
