@@ -290,7 +290,9 @@ func resolve(spec *Spec) (*plan, error) {
 	callerHome, _ := os.UserHomeDir()
 	var jailDirs []string
 	if len(mounts) > 0 {
-		jailDirs = []string{canonical(programs.Dir()), canonical(seccomp.CacheDir())}
+		for _, d := range append(programs.Dirs(), seccomp.CacheDir()) {
+			jailDirs = append(jailDirs, canonical(d))
+		}
 	}
 	for _, m := range mounts {
 		flag := "--mount " + m.Source

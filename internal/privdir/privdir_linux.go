@@ -159,10 +159,14 @@ func MkdirAll(base, path string, uid int, perm uint32, flags int) (*os.File, err
 	if rel != "." {
 		for _, name := range strings.Split(rel, "/") {
 			dir = filepath.Join(dir, name)
-			if err := unix.Mkdir(dir, perm); err != nil && err != unix.EEXIST {
-				return nil, &os.PathError{Op: "mkdir", Path: dir, Err: err}
+			err := unix.Lstat(dir, &st)
+			if err == unix.ENOENT {
+				if err := unix.Mkdir(dir, perm); err != nil && err != unix.EEXIST {
+					return nil, &os.PathError{Op: "mkdir", Path: dir, Err: err}
+				}
+				err = unix.Lstat(dir, &st)
 			}
-			if err := unix.Lstat(dir, &st); err != nil {
+			if err != nil {
 				return nil, &os.PathError{Op: "lstat", Path: dir, Err: err}
 			}
 			if err := trusted(dir, &st, uid, true); err != nil {
