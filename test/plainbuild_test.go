@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -50,13 +51,23 @@ func TestBuildWithoutPrograms(t *testing.T) {
 }
 
 // TestProgramsFromAMemfd: a user with no private directory for jail's helper
-// programs (no XDG_RUNTIME_DIR, no home) still runs sandboxes, from a sealed
-// memfd, and jail keeps that memfd within the descriptor table a process
-// starts with (64 entries): growing it waits for an RCU grace period on every
-// start.
+// programs (no /run/user/UID, no home in the password database: a uid a
+// container runs under) still runs sandboxes, from a sealed memfd, and jail
+// keeps that memfd within the descriptor table a process starts with (64
+// entries): growing it waits for an RCU grace period on every start.
 func TestProgramsFromAMemfd(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to run jail as a uid without an account")
+	}
 	checkNoLeaks(t)
-	cmd := command(asRootless, "run", "--", "sh", "-c", "echo ready; read line")
+	const nobody = 4243 // in no password database entry
+	if _, err := user.LookupId(strconv.Itoa(nobody)); err == nil {
+		t.Skip("uid 4243 has an account here")
+	}
+	if _, err := os.Stat(fmt.Sprintf("/run/user/%d", nobody)); err == nil {
+		t.Skip("uid 4243 has a runtime directory here")
+	}
+	cmd := commandAs(&account{uid: nobody, gid: nobody}, nil, jailBin, "run", "--", "sh", "-c", "echo ready; read line")
 	var env []string
 	for _, v := range cmd.Env {
 		if !strings.HasPrefix(v, "HOME=") {
