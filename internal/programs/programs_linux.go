@@ -83,10 +83,11 @@ const (
 // of Open wrap it).
 var ErrNotBuilt = errors.New("build it with make build, or go generate ./internal/programs first")
 
-// memfdFD is the lowest descriptor a program's memfd is kept at. A child
-// started from it gets its descriptors by dup2 before the exec, onto 0..n-1
-// and passing through n..2n-1 (n: stdio plus the files it is handed), so the
-// memfd must sit above them (PathFor). It stays below 64, the descriptor
+// memfdFD is the lowest descriptor a program's descriptor (of its copy, or
+// of a memfd) is kept at. A child started from it gets its descriptors by
+// dup2 before the exec, onto 0..n-1 and passing through n..2n-1 (n: stdio
+// plus the files it is handed), so the program's must sit above them
+// (PathFor). It stays below 64, the descriptor
 // table a process starts with: growing the table in a process with threads
 // waits for an RCU grace period, about 8 ms here, on every start.
 const memfdFD = 32
