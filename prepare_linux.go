@@ -40,13 +40,6 @@ const (
 	shmSize = 64 << 20
 )
 
-// defaultCapabilities are what sandbox root keeps unless its profile says
-// otherwise: those the kernel confines to the sandbox's own user namespace
-// and to files whose owners are mapped into it, which unpacking archives,
-// installing packages and switching users need.
-const defaultCapabilities = 1<<unix.CAP_CHOWN | 1<<unix.CAP_DAC_OVERRIDE | 1<<unix.CAP_FOWNER |
-	1<<unix.CAP_FSETID | 1<<unix.CAP_KILL | 1<<unix.CAP_SETGID | 1<<unix.CAP_SETUID
-
 // Bounds on what a caller may pass; past them the kernel would refuse the
 // exec, or the request is not what anyone means.
 const (
@@ -264,7 +257,9 @@ func resolve(spec *Spec) (*plan, error) {
 	}
 	p.cfg.Masks, p.cfg.ReadOnly = profile.Masks, profile.ReadOnly
 	p.cfg.Seccomp = policy
-	p.cfg.Capabilities = defaultCapabilities
+	for _, c := range profile.CapabilityNumbers() {
+		p.cfg.Capabilities |= 1 << c
+	}
 	var why error
 	if p.cgroup, why = cgroups.Detect(); p.cgroup.Version == cgroups.None {
 		p.notices = append(p.notices, fmt.Sprintf("no cgroup for this sandbox (%v): %s", why, p.fallbackLimits()))
@@ -570,8 +565,8 @@ func openHostSource(path, callerHome string, jailDirs []string) (*hostSource, er
 // under another): none of them, nor a directory holding one, may be shown
 // to a sandbox. store is the image store in use.
 func jailStateDirs(store string) []string {
-	dirs := []string{"/run/jail", "/var/lib/jail", "/var/cache/jail", "/etc/jail",
-		programs.Dir(), seccomp.CacheDir(), store, os.Getenv("JAIL_IMAGE_STORE")}
+	dirs := append([]string{"/run/jail", "/var/lib/jail", "/var/cache/jail", "/etc/jail",
+		seccomp.CacheDir(), store, os.Getenv("JAIL_IMAGE_STORE")}, programs.Dirs()...)
 	for _, env := range []string{"XDG_RUNTIME_DIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME"} {
 		if d := os.Getenv(env); filepath.IsAbs(d) {
 			dirs = append(dirs, filepath.Join(d, "jail"))

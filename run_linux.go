@@ -847,8 +847,9 @@ func (s *supervisor) startForked(cmd *initStart) error {
 	fail := func(step string, err error) error {
 		return &SetupError{Step: step, Err: err}
 	}
-	// The forker executes the C init's copy on disk, or else re-executes
-	// itself, the stage program, as the init.
+	// The forker executes the C init from the descriptor sent with the
+	// spawn (checked by programs.OpenCopy), or else re-executes itself,
+	// the stage program, as the init.
 	path := cmd.path
 	if s.goInit {
 		path = "/proc/self/exe"
@@ -857,6 +858,8 @@ func (s *supervisor) startForked(cmd *initStart) error {
 	if err != nil {
 		return fail("start", err)
 	}
+	program := s.program.File()
+	sp.Program = !s.goInit && program != nil
 	var files []*os.File
 	for _, std := range []struct {
 		f   *os.File
@@ -879,6 +882,9 @@ func (s *supervisor) startForked(cmd *initStart) error {
 			files = append(files, place.Dir)
 			sp.CgroupDir = true
 		}
+	}
+	if sp.Program {
+		files = append(files, program)
 	}
 	child, err := s.forker.Spawn(sp, files)
 	if err != nil {

@@ -4,7 +4,9 @@
 // read-only paths, network mode, environment) and where profiles are found
 // (Store). Built-in profiles (default, strict, build) are embedded; users
 // add their own in $XDG_CONFIG_HOME/jail/profiles (~/.config/jail/profiles)
-// or /etc/jail/profiles, and a profile may extend another one.
+// or /etc/jail/profiles (root: only its own home's and /etc/jail/profiles),
+// and a profile may extend another one. Profiles are read only from
+// directories and files nobody but root and the caller can change.
 //
 // Profiles are YAML files, read and resolved onto their parents by package
 // profiles/files. This package imports no YAML library, on purpose: it is
@@ -19,6 +21,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -27,6 +30,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/jail-sandbox/jail/internal/privdir"
 )
 
 // FormatVersion is the profile file format this jail reads.
@@ -41,6 +46,10 @@ type Profile struct {
 	Limits Limits `yaml:"limits,omitempty"`
 	// Network is the network mode; only "none" exists so far.
 	Network string `yaml:"network,omitempty"`
+	// Capabilities are what sandbox root keeps (see CapabilitySet): nil
+	// when the profile does not say (it then inherits its parent's), an
+	// empty list for none. Only names of Grantable may appear.
+	Capabilities *[]string `yaml:"capabilities,omitempty"`
 	// Masks are extra paths hidden in the sandbox; ReadOnly extra paths
 	// made read-only.
 	Masks    []string          `yaml:"masks,omitempty"`
@@ -188,25 +197,45 @@ func ValidName(name string) bool {
 var ErrBadName = errors.New("a profile name is 1 to 64 of a-z 0-9 _ . - (starting with a letter or digit)")
 
 // Store finds profiles: user directories first, then the built-ins.
+//
+// A profile is read only from a directory that nobody but root and the
+// caller can change (package privdir: owned by one of them, writable by
+// neither group nor others, and so every directory above it), from a file
+// of its own there: a regular file, not a symbolic link, owned by root or
+// the caller and writable by neither group nor others. A file that fails
+// this is not skipped but refused (File.Err), so a run that asks for the
+// profile stops with a message saying why.
 type Store struct {
 	// Dirs are searched in order for NAME.yaml.
 	Dirs []string
 }
 
-// DefaultStore searches the user's and the system's profile directories.
+// DefaultStore searches the caller's and the system's profile
+// directories: for an ordinary user $XDG_CONFIG_HOME/jail/profiles (or
+// ~/.config/jail/profiles), then /etc/jail/profiles. Root reads none of
+// what its environment names, which sudo -E or a CI step may have kept
+// from another user: only the profiles of root's own home in the password
+// database, then /etc/jail/profiles.
 func DefaultStore() Store {
 	var dirs []string
-	if d := os.Getenv("XDG_CONFIG_HOME"); d != "" {
-		dirs = append(dirs, filepath.Join(d, "jail", "profiles"))
-	} else if home, err := os.UserHomeDir(); err == nil {
-		dirs = append(dirs, filepath.Join(home, ".config", "jail", "profiles"))
+	switch {
+	case os.Geteuid() == 0:
+		if home, err := privdir.HomeOf(0); err == nil {
+			dirs = append(dirs, filepath.Join(home, ".config", "jail", "profiles"))
+		}
+	case os.Getenv("XDG_CONFIG_HOME") != "":
+		dirs = append(dirs, filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "jail", "profiles"))
+	default:
+		if home, err := os.UserHomeDir(); err == nil {
+			dirs = append(dirs, filepath.Join(home, ".config", "jail", "profiles"))
+		}
 	}
 	return Store{Dirs: append(dirs, "/etc/jail/profiles")}
 }
 
 // Overrides reports whether one of the store's directories holds a file
-// for name, which then shadows the built-in of that name. name must be
-// valid (ValidName).
+// for name, which then shadows the built-in of that name (and is refused,
+// by Files, if it cannot be trusted). name must be valid (ValidName).
 func (s Store) Overrides(name string) bool {
 	for _, d := range s.Dirs {
 		if _, err := os.Lstat(filepath.Join(d, name+".yaml")); err == nil {
@@ -229,28 +258,93 @@ type File struct {
 	Err  string `json:"error,omitempty"`
 }
 
+// MaxFileSize bounds a profile file.
+const MaxFileSize = 1 << 20
+
 // Files reads every profile file (NAME.yaml, NAME valid) of the store's
 // directories; of two files for one name, the earlier directory's wins. A
-// directory that does not exist holds none.
+// directory that does not exist holds none. A file in a directory that
+// is not private to the caller, or that is not a file of its own there
+// (see Store), is one that says why, not its content.
 func (s Store) Files() Files {
 	files := Files{}
+	uid := os.Geteuid()
 	for _, d := range s.Dirs {
-		entries, _ := os.ReadDir(d)
+		dir, err := privdir.Open(d, uid, unix.O_RDONLY)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			// Its files are named, to be refused: listing a
+			// directory trusts nothing it holds.
+			entries, _ := os.ReadDir(d)
+			for _, e := range entries {
+				if name, ok := profileName(e.Name()); ok && files[name].Path == "" {
+					files[name] = File{Path: filepath.Join(d, e.Name()), Err: err.Error()}
+				}
+			}
+			continue
+		}
+		entries, _ := dir.ReadDir(-1)
 		for _, e := range entries {
-			name, ok := strings.CutSuffix(e.Name(), ".yaml")
-			if _, seen := files[name]; !ok || seen || !ValidName(name) {
+			name, ok := profileName(e.Name())
+			if !ok || files[name].Path != "" {
 				continue
 			}
 			path := filepath.Join(d, e.Name())
-			data, err := os.ReadFile(path)
+			data, err := readOwn(dir, e.Name(), uid)
 			if err != nil {
-				files[name] = File{Path: path, Err: err.Error()}
+				files[name] = File{Path: path, Err: fmt.Sprintf("%s: %v", path, err)}
 				continue
 			}
 			files[name] = File{Path: path, Data: data}
 		}
+		dir.Close()
 	}
 	return files
+}
+
+// profileName returns NAME of a file NAME.yaml with a valid name.
+func profileName(file string) (string, bool) {
+	name, ok := strings.CutSuffix(file, ".yaml")
+	return name, ok && ValidName(name)
+}
+
+// readOwn reads file in dir, refusing a symbolic link, anything but a
+// regular file, a file of another owner than root and uid, one that group
+// or others may write, and one larger than MaxFileSize.
+func readOwn(dir *os.File, file string, uid int) ([]byte, error) {
+	fd, err := unix.Openat(int(dir.Fd()), file, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err == unix.ELOOP {
+		return nil, errors.New("a symbolic link: a profile is read only from a file of its own in its directory")
+	}
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), file)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, err
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		return nil, errors.New("not a regular file")
+	case st.Uid != 0 && int(st.Uid) != uid:
+		return nil, fmt.Errorf("owned by uid %d, neither root nor uid %d", st.Uid, uid)
+	case st.Mode&0o022 != 0:
+		return nil, fmt.Errorf("writable by group or others (mode %#o)", st.Mode&0o7777)
+	case st.Size > MaxFileSize:
+		return nil, fmt.Errorf("larger than %d bytes", MaxFileSize)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxFileSize {
+		return nil, fmt.Errorf("larger than %d bytes", MaxFileSize)
+	}
+	return data, nil
 }
 
 //go:embed builtin/*.yaml

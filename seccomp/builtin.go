@@ -39,6 +39,10 @@ func Builtin(name string) (p *profiles.Profile, f Filter, ok bool) {
 	if resolved.ReadOnly != nil {
 		resolved.ReadOnly = append(make([]string, 0, len(resolved.ReadOnly)), resolved.ReadOnly...)
 	}
+	if resolved.Capabilities != nil {
+		caps := append(make([]string, 0, len(*resolved.Capabilities)), *resolved.Capabilities...)
+		resolved.Capabilities = &caps
+	}
 	if resolved.Env != nil {
 		env := make(map[string]string, len(resolved.Env))
 		for k, v := range resolved.Env {

@@ -9,21 +9,28 @@
 package seccomp
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/jail-sandbox/jail/internal/privdir"
 	"github.com/jail-sandbox/jail/profiles"
 	"github.com/jail-sandbox/jail/seccomp/filter"
 )
 
 // cacheVersion changes whenever what is cached for the same input would
 // change, invalidating cached entries.
-const cacheVersion = 4
+const cacheVersion = 5
 
 // Filter is a compiled policy (see package filter, which loads it).
 type Filter = filter.Filter
@@ -72,32 +79,50 @@ func Key(user profiles.Files, name, resolver string) (string, error) {
 }
 
 // CacheDir is where compiled filters are kept: /var/cache/jail/seccomp for
-// root, $XDG_CACHE_HOME/jail/seccomp (~/.cache/...) for others.
+// root, ~/.cache/jail/seccomp for others, with the home of the caller's
+// uid in the password database: never a directory the environment names,
+// so that the directory jail keeps from sandboxes is the same whatever the
+// environment (a cron job, a CI step). "" when the caller has no home.
 func CacheDir() string {
-	if os.Geteuid() == 0 {
+	uid := os.Geteuid()
+	if uid == 0 {
 		return "/var/cache/jail/seccomp"
 	}
-	if d, err := os.UserCacheDir(); err == nil {
-		return filepath.Join(d, "jail", "seccomp")
+	if home, err := privdir.HomeOf(uid); err == nil {
+		return filepath.Join(home, ".cache", "jail", "seccomp")
 	}
 	return ""
 }
 
+// maxEntry bounds a cached entry.
+const maxEntry = 16 << 20
+
 // Cached returns profile name resolved from the user's files, with its
 // filter: from the cache in dir (CacheDir; "" for none), or resolved,
 // compiled and stored the first time. A cache that cannot be written only
-// costs the resolving.
+// costs the resolving. An entry is trusted as the caller's own only in a
+// directory private to the caller (package privdir), and only when it is
+// a regular file of the caller's that group and others cannot write: a
+// cache that anyone else could have written is not used at all.
 func Cached(dir string, user profiles.Files, name string, r Resolver) (*profiles.Profile, Filter, error) {
 	key, err := Key(user, name, r.Identity)
 	if err != nil {
 		return nil, Filter{}, err
 	}
-	path := filepath.Join(dir, "profile-"+key+".json")
+	entry := "profile-" + key + ".json"
+	var cache *os.File
 	if dir != "" {
-		if data, err := os.ReadFile(path); err == nil {
-			var c Resolved
-			if json.Unmarshal(data, &c) == nil && c.Profile != nil && c.Filter.Valid() {
-				return c.Profile, c.Filter, nil
+		uid := os.Geteuid()
+		if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+			_ = os.MkdirAll(dir, 0o700)
+		}
+		if cache, err = privdir.Open(dir, uid, unix.O_PATH); err == nil {
+			defer cache.Close()
+			if data, err := readEntry(cache, entry, uid); err == nil {
+				var c Resolved
+				if json.Unmarshal(data, &c) == nil && c.Profile != nil && c.Filter.Valid() {
+					return c.Profile, c.Filter, nil
+				}
 			}
 		}
 	}
@@ -105,21 +130,53 @@ func Cached(dir string, user profiles.Files, name string, r Resolver) (*profiles
 	if err != nil {
 		return nil, Filter{}, err
 	}
-	data, err := json.Marshal(Resolved{Profile: p, Filter: f})
-	if err != nil {
-		return nil, Filter{}, err
-	}
-	if dir != "" && os.MkdirAll(dir, 0o755) == nil {
-		// Written under a temporary name and renamed: a reader never
-		// sees half an entry.
-		if tmp, err := os.CreateTemp(dir, ".tmp-*"); err == nil {
-			_, werr := tmp.Write(data)
-			cerr := tmp.Close()
-			if werr == nil && cerr == nil && os.Chmod(tmp.Name(), 0o644) == nil && os.Rename(tmp.Name(), path) == nil {
-				return p, f, nil
-			}
-			os.Remove(tmp.Name())
+	if cache != nil {
+		if data, err := json.Marshal(Resolved{Profile: p, Filter: f}); err == nil {
+			_ = writeEntry(cache, entry, data)
 		}
 	}
 	return p, f, nil
+}
+
+// readEntry reads file in dir if it is a regular file of uid's that
+// group and others cannot write, of at most maxEntry bytes.
+func readEntry(dir *os.File, file string, uid int) ([]byte, error) {
+	fd, err := unix.Openat(int(dir.Fd()), file, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), file)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != uid || st.Mode&0o022 != 0 || st.Size > maxEntry {
+		return nil, errors.New("not an entry of this cache")
+	}
+	return io.ReadAll(io.LimitReader(f, maxEntry))
+}
+
+// writeEntry writes data as file in dir: under a temporary name, then
+// renamed, so that a reader never sees half an entry.
+func writeEntry(dir *os.File, file string, data []byte) error {
+	var nonce [8]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		return err
+	}
+	tmp := ".tmp-" + hex.EncodeToString(nonce[:])
+	fd, err := unix.Openat(int(dir.Fd()), tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(fd), tmp)
+	_, werr := f.Write(data)
+	cerr := f.Close()
+	if werr == nil && cerr == nil {
+		if werr = unix.Renameat(int(dir.Fd()), tmp, int(dir.Fd()), file); werr == nil {
+			return nil
+		}
+	}
+	_ = unix.Unlinkat(int(dir.Fd()), tmp, 0)
+	return errors.Join(werr, cerr)
 }

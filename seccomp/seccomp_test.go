@@ -1,6 +1,7 @@
 package seccomp
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -95,4 +96,67 @@ func TestCachedResolvesOnce(t *testing.T) {
 	if _, _, err := Cached(filepath.Join(readOnly, "cache"), user, "mine", r); err != nil {
 		t.Errorf("an unwritable cache: %v", err)
 	}
+}
+
+// TestCachedTrustsOnlyItsOwnEntries: an entry is used only from a
+// directory private to the caller and only when it is the caller's own
+// file that nobody else may write; anything else (planted by whoever could
+// write there: a sandbox handed the directory) is resolved anew.
+func TestCachedTrustsOnlyItsOwnEntries(t *testing.T) {
+	filter := Filter{Allowlist: make([]byte, 8)}
+	calls := 0
+	r := Resolver{Identity: "test", Resolve: func(user profiles.Files, name string) (*profiles.Profile, Filter, error) {
+		calls++
+		return &profiles.Profile{Version: 1, Name: name, Description: "resolved"}, filter, nil
+	}}
+	user := profiles.Files{"mine": {Path: "/p/mine.yaml", Data: []byte("version: 1\n")}}
+	dir := filepath.Join(t.TempDir(), "cache")
+	key, _ := Key(user, "mine", "test")
+	entry := filepath.Join(dir, "profile-"+key+".json")
+	forged, _ := json.Marshal(Resolved{Profile: &profiles.Profile{Version: 1, Name: "mine", Description: "forged"}, Filter: filter})
+	plant := func(mode os.FileMode, uid int) {
+		os.Remove(entry)
+		if err := os.WriteFile(entry, forged, mode); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(entry, mode)
+		if uid >= 0 {
+			os.Chown(entry, uid, uid)
+		}
+	}
+	use := func(what string) {
+		t.Helper()
+		p, _, err := Cached(dir, user, "mine", r)
+		if err != nil || p.Description != "resolved" {
+			t.Errorf("%s: %+v, %v; want resolved anew", what, p, err)
+		}
+	}
+	use("first use")
+	if st, err := os.Stat(dir); err != nil || st.Mode().Perm() != 0o700 {
+		t.Errorf("the cache directory: %v %v; want made 0700", st, err)
+	}
+	plant(0o666, -1)
+	use("an entry others may write")
+	if os.Geteuid() == 0 {
+		plant(0o644, 4242)
+		use("an entry of another user")
+	}
+	plant(0o644, -1)
+	os.Chmod(dir, 0o777)
+	use("an entry in a directory others may write")
+	if calls != 4-boolInt(os.Geteuid() != 0) {
+		t.Errorf("resolved %d times", calls)
+	}
+	os.Chmod(dir, 0o700)
+	plant(0o644, -1)
+	if p, _, _ := Cached(dir, user, "mine", r); p.Description != "forged" {
+		t.Errorf("the caller's own entry was not used: %+v", p)
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -184,6 +184,13 @@ func TestSandboxCapabilities(t *testing.T) {
 				t.Errorf("--user %s: NoNewPrivs = %q", c.user, v)
 			}
 		}
+		// The strict profile keeps none, root or not.
+		out := mustRun(t, m, "run", "--profile", "strict", "--", "cat", "/proc/self/status")
+		for _, field := range []string{"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"} {
+			if v := statusField(out, field); v != "0000000000000000" {
+				t.Errorf("--profile strict: %s = %q; want none", field, v)
+			}
+		}
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,23 +21,13 @@ func TestBuildWithoutPrograms(t *testing.T) {
 		t.Skip("built and tested on the host")
 	}
 	plain := plainBuild(t)
-	profiles := sharedTempDir(t, rootless)
-	dir := filepath.Join(profiles, "jail", "profiles")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "mine.yaml"), []byte("version: 1\nextends: default\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	forEachMode(t, func(t *testing.T, m mode) {
+		home, dir := profileHome(t, m)
+		if err := os.WriteFile(filepath.Join(dir, "mine.yaml"), []byte("version: 1\nextends: default\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		run := func(args ...string) result {
-			cmd := command(m, args...)
-			cmd.Args[len(cmd.Args)-len(args)-1] = plain
-			if cmd.Path == jailBin {
-				cmd.Path = plain
-			}
-			cmd.Env = append(cmd.Env, "XDG_CONFIG_HOME="+profiles)
-			return runCmd(t, cmd)
+			return runCmd(t, withProfiles(m, plain, home, args...))
 		}
 		if r := run("run", "--", "sh", "-c", "echo ok"); r.code != 0 || r.stdout != "ok\n" {
 			t.Errorf("run: exit %d, %q %q", r.code, r.stdout, r.stderr)
@@ -48,7 +39,7 @@ func TestBuildWithoutPrograms(t *testing.T) {
 			{[]string{"run", "--profile", "mine", "--", "true"}, "tools"},
 			{[]string{"profile", "show", "default"}, "tools"},
 			{[]string{"image", "pull", "localhost/x:1"}, "tools"},
-			{[]string{"serve", "--socket", filepath.Join(profiles, "x.sock")}, "server"},
+			{[]string{"serve", "--socket", filepath.Join(home, "x.sock")}, "server"},
 		} {
 			args := c.args
 			r := run(args...)
@@ -60,13 +51,23 @@ func TestBuildWithoutPrograms(t *testing.T) {
 }
 
 // TestProgramsFromAMemfd: a user with no private directory for jail's helper
-// programs (no XDG_RUNTIME_DIR, no home) still runs sandboxes, from a sealed
-// memfd, and jail keeps that memfd within the descriptor table a process
-// starts with (64 entries): growing it waits for an RCU grace period on every
-// start.
+// programs (no /run/user/UID, no home in the password database: a uid a
+// container runs under) still runs sandboxes, from a sealed memfd, and jail
+// keeps that memfd within the descriptor table a process starts with (64
+// entries): growing it waits for an RCU grace period on every start.
 func TestProgramsFromAMemfd(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to run jail as a uid without an account")
+	}
 	checkNoLeaks(t)
-	cmd := command(asRootless, "run", "--", "sh", "-c", "echo ready; read line")
+	const nobody = 4243 // in no password database entry
+	if _, err := user.LookupId(strconv.Itoa(nobody)); err == nil {
+		t.Skip("uid 4243 has an account here")
+	}
+	if _, err := os.Stat(fmt.Sprintf("/run/user/%d", nobody)); err == nil {
+		t.Skip("uid 4243 has a runtime directory here")
+	}
+	cmd := commandAs(&account{uid: nobody, gid: nobody}, nil, jailBin, "run", "--", "sh", "-c", "echo ready; read line")
 	var env []string
 	for _, v := range cmd.Env {
 		if !strings.HasPrefix(v, "HOME=") {

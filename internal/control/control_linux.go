@@ -103,7 +103,8 @@ func Time(now int64) time.Time {
 // Spawn describes a process for the forker to start: what to execute, and
 // the fields of syscall.SysProcAttr that jail uses. The files sent with it
 // are, in order: stdin, stdout and stderr where set, the extra files (3, 4,
-// ...), and, with CgroupDir, the cgroup directory to clone into.
+// ...), with CgroupDir the cgroup directory to clone into, and with
+// Program the program to execute.
 type Spawn struct {
 	Path string
 	Args []string
@@ -111,6 +112,10 @@ type Spawn struct {
 
 	Stdin, Stdout, Stderr bool
 	CgroupDir             bool
+	// Program: the last file sent (after the cgroup directory) is what
+	// the child executes, as its own /proc/self/fd/N, in place of Path:
+	// a descriptor its sender checked, which no path can stand in for.
+	Program bool
 
 	Cloneflags  uint64
 	UIDMap      []IDMap

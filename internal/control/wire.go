@@ -186,7 +186,7 @@ func encodeSpawn(w *writer, sp *Spawn) {
 	w.string(sp.Path)
 	w.strings(sp.Args)
 	w.strings(sp.Env)
-	for _, b := range []bool{sp.Stdin, sp.Stdout, sp.Stderr, sp.CgroupDir} {
+	for _, b := range []bool{sp.Stdin, sp.Stdout, sp.Stderr, sp.CgroupDir, sp.Program} {
 		w.bool(b)
 	}
 	w.uint(sp.Cloneflags)
@@ -214,7 +214,7 @@ func encodeSpawn(w *writer, sp *Spawn) {
 
 func decodeSpawn(r *reader) *Spawn {
 	sp := &Spawn{Path: r.string(), Args: r.strings(), Env: r.strings()}
-	for _, b := range []*bool{&sp.Stdin, &sp.Stdout, &sp.Stderr, &sp.CgroupDir} {
+	for _, b := range []*bool{&sp.Stdin, &sp.Stdout, &sp.Stderr, &sp.CgroupDir, &sp.Program} {
 		*b = r.bool()
 	}
 	sp.Cloneflags = r.uint()

@@ -346,6 +346,23 @@ func startChild(sp *control.Spawn, files []*os.File) (*child, error) {
 		}
 		childFiles = append(childFiles, f)
 	}
+	path := sp.Path
+	if sp.Program {
+		if len(files) == 0 {
+			return nil, errors.New("forker: no program sent")
+		}
+		program := files[len(files)-1]
+		files = files[:len(files)-1]
+		// Above the descriptors the child's setup writes (0..n-1) and
+		// passes through (n..2n-1), n its files.
+		n := 3 + len(files)
+		fd, err := unix.FcntlInt(program.Fd(), unix.F_DUPFD_CLOEXEC, 2*n)
+		if err != nil {
+			return nil, fmt.Errorf("forker: program descriptor: %w", err)
+		}
+		defer unix.Close(fd)
+		path = fmt.Sprintf("/proc/self/fd/%d", fd)
+	}
 	attr := attrOf(sp)
 	if sp.CgroupDir {
 		if len(files) == 0 {
@@ -368,7 +385,7 @@ func startChild(sp *control.Spawn, files []*os.File) (*child, error) {
 			return nil, fmt.Errorf("cgroup: enter %s: %w", tasks, err)
 		}
 	}
-	pid, err := spawn.Start(sp.Path, sp.Args, env, childFiles, attr)
+	pid, err := spawn.Start(path, sp.Args, env, childFiles, attr)
 	if err != nil {
 		leave(sp.CgroupLeave)
 		return nil, err

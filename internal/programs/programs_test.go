@@ -1,6 +1,7 @@
 package programs
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,23 +10,23 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/jail-sandbox/jail/cgroups/janitor"
+	"github.com/jail-sandbox/jail/internal/privdir"
 )
 
-// TestCachedCopy: the copy is written once, read-only, in a directory only
-// its owner can write; a file that is not the copy jail wrote is never run;
+// TestCachedCopy: the copy is written once, read-only, and what runs is
+// the descriptor whose bytes were compared with the embedded program's;
 // copies of other versions go once unused for long, and stay while in use.
 func TestCachedCopy(t *testing.T) {
 	version := Version(Stage)
 	if version == "" {
 		t.Skip("no embedded programs (go generate ./internal/programs)")
 	}
-	dir := filepath.Join(t.TempDir(), "jail")
+	dir, dirFile := privateTestDir(t)
 	stale := filepath.Join(dir, ".stage-0000000000000000")
 	inUse := filepath.Join(dir, ".stage-1111111111111111")
-	if err := os.MkdirAll(dir, 0o711); err != nil {
-		t.Fatal(err)
-	}
 	for _, f := range []string{stale, inUse} {
 		if err := os.WriteFile(f, []byte("old"), 0o555); err != nil {
 			t.Fatal(err)
@@ -35,10 +36,12 @@ func TestCachedCopy(t *testing.T) {
 	if err := os.Chtimes(stale, long, long); err != nil {
 		t.Fatal(err)
 	}
-	path, err := cachedCopy(dir, Stage, version)
+	f, err := cachedCopy(dirFile, Stage, version)
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.Close()
+	path := filepath.Join(dir, ".stage-"+version)
 	st, err := os.Stat(path)
 	if err != nil || st.Mode().Perm() != 0o555 {
 		t.Fatalf("copy: %v %v", st, err)
@@ -53,38 +56,184 @@ func TestCachedCopy(t *testing.T) {
 	if err := os.Chtimes(path, long, long); err != nil {
 		t.Fatal(err)
 	}
-	if again, err := cachedCopy(dir, Stage, version); err != nil || again != path {
-		t.Fatalf("second call: %q %v", again, err)
+	f, err = cachedCopy(dirFile, Stage, version)
+	if err != nil {
+		t.Fatalf("second call: %v", err)
 	}
+	f.Close()
 	if st2, err := os.Stat(path); err != nil || !os.SameFile(st, st2) || time.Since(st2.ModTime()) > time.Minute {
 		t.Errorf("second call: the copy was written again or not marked as used: %v", err)
 	}
-	// Replaced by something else of another size: refused, not run.
-	if err := os.Remove(path); err != nil {
+}
+
+// privateTestDir makes a directory for copies, private to this user, and
+// opens it as copyOf does.
+func privateTestDir(t *testing.T) (string, *os.File) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "jail")
+	if err := os.Mkdir(dir, 0o711); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path, []byte("#!/bin/sh\n"), 0o555); err != nil {
+	f, err := privdir.Open(dir, os.Geteuid(), unix.O_PATH)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cachedCopy(dir, Stage, version); err == nil {
-		t.Error("a file that is not jail's copy was accepted")
+	t.Cleanup(func() { f.Close() })
+	return dir, f
+}
+
+// TestReplacedCopyNeverRuns: whatever stands where the copy should be (a
+// script planted in its place, of its size and mode, written in place or
+// renamed over it; a link to it or from elsewhere; a FIFO; a symbolic
+// link; a directory) is never what the descriptor holds: the copy is
+// written anew and compared again, or refused. And once opened, the
+// program runs from its descriptor: replacing the file afterwards changes
+// nothing (row 33).
+func TestReplacedCopyNeverRuns(t *testing.T) {
+	version := Version(Janitor)
+	if version == "" {
+		t.Skip("no embedded programs (go generate ./internal/programs)")
 	}
-	// Nor a symlink to the real thing.
-	if err := os.Remove(path); err != nil {
+	want, err := embedded.ReadFile("bin/" + Janitor)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink("/proc/self/exe", path); err != nil {
+	marker := filepath.Join(t.TempDir(), "marker")
+	// A script padded to the program's size: what only the size, owner
+	// and mode of a copy would not tell from the program.
+	header := "#!/bin/sh\ntouch " + marker + "\n"
+	script := []byte(header + strings.Repeat("#", len(want)-len(header)))
+	dir, dirFile := privateTestDir(t)
+	path := filepath.Join(dir, ".janitor-"+version)
+	plant := map[string]func() error{
+		"written in place": func() error {
+			if err := os.Chmod(path, 0o755); err != nil {
+				return err
+			}
+			if err := os.WriteFile(path, script, 0o755); err != nil {
+				return err
+			}
+			return os.Chmod(path, 0o555)
+		},
+		"renamed over it": func() error {
+			tmp := path + ".new"
+			if err := os.WriteFile(tmp, script, 0o555); err != nil {
+				return err
+			}
+			return os.Rename(tmp, path)
+		},
+		"a hard link from elsewhere": func() error {
+			return os.Link(path, filepath.Join(filepath.Dir(dir), "elsewhere"))
+		},
+		"a symbolic link": func() error {
+			os.Remove(path)
+			return os.Symlink("/proc/self/exe", path)
+		},
+		"a FIFO": func() error {
+			os.Remove(path)
+			return unix.Mkfifo(path, 0o555)
+		},
+		"writable": func() error { return os.Chmod(path, 0o755) },
+	}
+	for what, f := range plant {
+		c, err := cachedCopy(dirFile, Janitor, version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		if err := f(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		c, err = cachedCopy(dirFile, Janitor, version)
+		if err != nil {
+			t.Errorf("%s: %v; want the copy written anew", what, err)
+			continue
+		}
+		got := make([]byte, len(want)+1)
+		n, _ := unix.Pread(int(c.Fd()), got, 0)
+		c.Close()
+		if !bytes.Equal(got[:n], want) {
+			t.Errorf("%s: the descriptor holds %d bytes that are not the program's", what, n)
+		}
+		os.Remove(filepath.Join(filepath.Dir(dir), "elsewhere"))
+	}
+	// A directory in its place cannot be renamed over: refused.
+	os.Remove(path)
+	if err := os.Mkdir(path, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cachedCopy(dir, Stage, version); err == nil {
-		t.Error("a symlink was accepted as jail's copy")
+	if c, err := cachedCopy(dirFile, Janitor, version); err == nil {
+		c.Close()
+		t.Error("a directory in the copy's place was accepted")
 	}
-	// A directory others may write is not used.
-	if err := os.Chmod(dir, 0o777); err != nil {
+	os.Remove(path)
+
+	// Opened, then replaced by the script: what starts is the program.
+	c, err := cachedCopy(dirFile, Janitor, version)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cachedCopy(dir, Stage, version); err == nil {
-		t.Error("a world-writable directory was used")
+	p := &Program{Path: fmt.Sprintf("/proc/self/fd/%d", c.Fd()), file: c}
+	defer p.Close()
+	if err := plant["renamed over it"](); err != nil {
+		t.Fatal(err)
+	}
+	stdin, release, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := &exec.Cmd{Path: p.Path, Args: []string{janitor.Arg}, Stdin: stdin}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stdin.Close()
+	if comm := nameOf(cmd.Process.Pid, "jail-janitor"); comm != "jail-janitor" {
+		t.Errorf("what started from the descriptor is %q, not the janitor", comm)
+	}
+	release.Close()
+	_ = cmd.Wait()
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the planted script ran")
+	}
+}
+
+// TestCopyDirIsPrivate: the programs' directory follows from the uid, not
+// the environment, and is not used when others could write it or a
+// directory above it.
+func TestCopyDirIsPrivate(t *testing.T) {
+	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	t.Setenv("HOME", t.TempDir())
+	uid := os.Geteuid()
+	base, dir := location(uid)
+	switch {
+	case uid == 0 && (base != "/run" || dir != "/run/jail"):
+		t.Errorf("root's programs: %s under %s", dir, base)
+	case uid != 0 && strings.HasPrefix(dir, os.TempDir()):
+		t.Errorf("the programs' directory %s follows the environment", dir)
+	}
+	found := false
+	for _, d := range Dirs() {
+		found = found || d == dir
+	}
+	if !found {
+		t.Errorf("Dirs %v does not list Dir %s", Dirs(), dir)
+	}
+	home := filepath.Join(t.TempDir(), "home")
+	if err := os.Mkdir(home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := copyIn(home, filepath.Join(home, ".cache/jail"), Stage, Version(Stage)); err != nil {
+		t.Errorf("a private home: %v", err)
+	} else {
+		f.Close()
+	}
+	if err := os.Chmod(filepath.Join(home, ".cache"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := copyIn(home, filepath.Join(home, ".cache/jail"), Stage, Version(Stage)); err == nil {
+		f.Close()
+		t.Error("a copy under a world-writable directory was used")
 	}
 }
 
@@ -228,5 +377,26 @@ func TestJanitorProgram(t *testing.T) {
 	}
 	if err := sleeper.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
 		t.Errorf("the process in the sandbox cgroup: %v, want killed", err)
+	}
+}
+
+// BenchmarkOpen is what opening a program costs a start: the init and the
+// janitor once per `jail run`, the stage program once per pool, the tools
+// once per command that needs them. Their copies are compared with the
+// embedded programs each time.
+func BenchmarkOpen(b *testing.B) {
+	for _, name := range []string{Init, Janitor, Stage, Tools} {
+		if Version(name) == "" {
+			b.Skip("no embedded programs (go generate ./internal/programs)")
+		}
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				p, err := Open(name)
+				if err != nil {
+					b.Fatal(err)
+				}
+				p.Close()
+			}
+		})
 	}
 }

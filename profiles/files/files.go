@@ -3,8 +3,9 @@
 //
 // The format is versioned (`version: 1`); unknown fields are errors, and
 // every error names the line it is about. Resolving merges a profile onto
-// its parents: lists are appended, the child's scalar settings win, and
-// `drop` removes syscalls the parents allowed. The resolved profile is
+// its parents: lists are appended, the child's scalar settings win, a
+// child's `capabilities:` replaces its parent's (absent, it keeps the
+// parent's), and `drop` removes syscalls the parents allowed. The resolved profile is
 // what the seccomp compiler takes and what `jail profile show` prints.
 //
 // Only programs that read profile files link this package (jail's tools
@@ -56,6 +57,9 @@ func parse(name, source string, data []byte) (*profiles.Profile, int, error) {
 	if p.Extends != "" && !profiles.ValidName(p.Extends) {
 		return nil, 0, &profiles.Error{Profile: name, Line: extendsLine, Err: fmt.Errorf("extends %q: not a profile name", p.Extends)}
 	}
+	if err := checkCapabilities(name, &p, &root); err != nil {
+		return nil, 0, err
+	}
 	if p.Network != "" && p.Network != "none" {
 		return nil, 0, &profiles.Error{Profile: name, Line: lineOf(&root, "network"), Err: fmt.Errorf("network %q: only none is supported", p.Network)}
 	}
@@ -83,6 +87,43 @@ func parse(name, source string, data []byte) (*profiles.Profile, int, error) {
 		}
 	}
 	return &p, extendsLine, nil
+}
+
+// checkCapabilities refuses a `capabilities:` that is not a list of
+// grantable capabilities (profiles.CheckCapability), naming the line, and
+// writes the list in canonical names, each once, in the order of
+// profiles.Grantable. `capabilities:` with no
+// value is refused rather than read as absent: `[]` says none.
+func checkCapabilities(name string, p *profiles.Profile, root *yaml.Node) error {
+	node := valueOf(root, "capabilities")
+	if node == nil {
+		return nil
+	}
+	line := lineOf(root, "capabilities")
+	if p.Capabilities == nil {
+		return &profiles.Error{Profile: name, Line: line, Err: errors.New("capabilities: give a list of capabilities ([] for none)")}
+	}
+	items := itemsOf(node)
+	seen := map[string]bool{}
+	for i, c := range *p.Capabilities {
+		at := line
+		if len(items) == len(*p.Capabilities) {
+			at = items[i].Line
+		}
+		canonical, err := profiles.CheckCapability(c)
+		if err != nil {
+			return &profiles.Error{Profile: name, Line: at, Err: err}
+		}
+		seen[canonical] = true
+	}
+	list := []string{}
+	for _, c := range profiles.Grantable() {
+		if seen[c] {
+			list = append(list, c)
+		}
+	}
+	p.Capabilities = &list
+	return nil
 }
 
 // recordLines gives every syscall of s the line it is written on, from the
@@ -282,6 +323,11 @@ func merge(parent, child *profiles.Profile) *profiles.Profile {
 	}
 	if out.Network == "" {
 		out.Network = parent.Network
+	}
+	if out.Capabilities == nil && parent.Capabilities != nil {
+		// Absent: the parent's set, as a list of the child's own.
+		inherited := append([]string{}, *parent.Capabilities...)
+		out.Capabilities = &inherited
 	}
 	if out.Limits.Memory == "" {
 		out.Limits.Memory = parent.Limits.Memory

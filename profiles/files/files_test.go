@@ -163,3 +163,91 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestCapabilities: `capabilities:` takes only the grantable capabilities,
+// refuses any other name on its line, tells [] (none) from absent (the
+// parent's), and a child's list replaces its parent's.
+func TestCapabilities(t *testing.T) {
+	refused := []struct {
+		name, body string
+		line       int
+		want       string
+	}{
+		{"sys_admin", "version: 1\ncapabilities: [CHOWN, SYS_ADMIN]\n", 2, "capability SYS_ADMIN is never given"},
+		{"block list", "version: 1\ncapabilities:\n  - CHOWN\n  - CAP_DAC_READ_SEARCH\n", 4, "DAC_READ_SEARCH is never given"},
+		{"unknown", "version: 1\ncapabilities: [CHOWN, FLY]\n", 2, `unknown capability "FLY"`},
+		{"lower case", "version: 1\ncapabilities: [chown]\n", 2, `unknown capability "chown"`},
+		{"null", "version: 1\ncapabilities:\n", 2, "give a list"},
+		{"scalar", "version: 1\ncapabilities: CHOWN\n", 2, "cannot unmarshal"},
+		{"not a word", "version: 1\ncapabilities: [{a: b}]\n", 2, "cannot unmarshal"},
+	}
+	for _, name := range []string{"NET_ADMIN", "NET_RAW", "SYS_PTRACE", "SYS_MODULE", "SYS_RAWIO", "BPF", "PERFMON", "SETFCAP", "MKNOD", "SYS_CHROOT", "NET_BIND_SERVICE"} {
+		refused = append(refused, struct {
+			name, body string
+			line       int
+			want       string
+		}{name, "version: 1\n\ncapabilities: [" + name + "]\n", 3, "capability " + name + " is never given"})
+	}
+	for _, c := range refused {
+		_, err := Parse(c.name, "test", []byte(c.body))
+		var pe *profiles.Error
+		if !errors.As(err, &pe) || pe.Line != c.line || !strings.Contains(pe.Error(), c.want) || !strings.HasPrefix(pe.Error(), "profile "+c.name+": line ") {
+			t.Errorf("%s: %v; want line %d and %q", c.name, err, c.line, c.want)
+		}
+	}
+
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"inherits":     "version: 1\nextends: default\n",
+		"narrows":      "version: 1\nextends: default\ncapabilities: [CAP_SETUID, CHOWN, CHOWN]\n",
+		"none":         "version: 1\nextends: default\ncapabilities: []\n",
+		"grandchild":   "version: 1\nextends: narrows\n",
+		"under-strict": "version: 1\nextends: strict\n",
+		"widens":       "version: 1\nextends: strict\ncapabilities: [KILL]\n",
+		"standalone":   "version: 1\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name+".yaml"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	user := profiles.Store{Dirs: []string{dir}}.Files()
+	seven := "CHOWN DAC_OVERRIDE FOWNER FSETID KILL SETGID SETUID"
+	for name, want := range map[string]string{
+		"default": seven, "build": seven, "strict": "",
+		"inherits": seven, "narrows": "CHOWN SETUID", "none": "", "grandchild": "CHOWN SETUID",
+		"under-strict": "", "widens": "KILL", "standalone": "",
+	} {
+		p, err := Resolve(user, name)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if got := strings.Join(p.CapabilitySet(), " "); got != want {
+			t.Errorf("%s keeps %q; want %q", name, got, want)
+		}
+		// What `jail profile show` prints says it, [] included.
+		out, err := Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case name == "standalone":
+			if strings.Contains(string(out), "capabilities") {
+				t.Errorf("%s: shown with capabilities it does not have:\n%s", name, out)
+			}
+		case want == "" && !strings.Contains(string(out), "capabilities: []\n"):
+			t.Errorf("%s: shown without `capabilities: []`:\n%s", name, out)
+		case want != "" && !strings.Contains(string(out), "capabilities:\n    - "+strings.Fields(want)[0]+"\n"):
+			t.Errorf("%s: shown without its capabilities:\n%s", name, out)
+		}
+	}
+	// A profile that reached here by another way than a file (a cache, the
+	// tools program's answer) keeps only what may be granted.
+	forged := &profiles.Profile{Capabilities: &[]string{"SYS_ADMIN", "CAP_KILL", "DAC_READ_SEARCH"}}
+	if got := strings.Join(forged.CapabilitySet(), " "); got != "KILL" {
+		t.Errorf("a forged set gives %q; want only KILL", got)
+	}
+	if got := forged.CapabilityNumbers(); len(got) != 1 || got[0] != 5 {
+		t.Errorf("CapabilityNumbers: %v; want [5]", got)
+	}
+}

@@ -30,6 +30,44 @@ func raw(nr uintptr, args ...uintptr) func() unix.Errno {
 
 var bad = uintptr(unsafe.Pointer(nil))
 
+// sock makes a socket of the family, type and protocol given, and closes
+// it if that worked.
+func sock(nr, family, typ, proto uintptr) func() unix.Errno {
+	return func() unix.Errno {
+		fd, _, e := unix.Syscall(nr, family, typ, proto)
+		if e == 0 {
+			unix.Close(int(fd))
+		}
+		return e
+	}
+}
+
+// persona sets the personality given, and the plain Linux one again if
+// that worked.
+func persona(p uintptr) func() unix.Errno {
+	return func() unix.Errno {
+		_, _, e := unix.Syscall(unix.SYS_PERSONALITY, p, 0, 0)
+		if e == 0 {
+			_, _, _ = unix.Syscall(unix.SYS_PERSONALITY, 0, 0, 0)
+		}
+		return e
+	}
+}
+
+// pair makes a socketpair of the family given, and closes it if that
+// worked.
+func pair(family uintptr) func() unix.Errno {
+	return func() unix.Errno {
+		var fds [2]int32
+		_, _, e := unix.Syscall6(unix.SYS_SOCKETPAIR, family, unix.SOCK_STREAM, 0, uintptr(unsafe.Pointer(&fds)), 0, 0)
+		if e == 0 {
+			unix.Close(int(fds[0]))
+			unix.Close(int(fds[1]))
+		}
+		return e
+	}
+}
+
 var attempts = []attempt{
 	{"io_uring_setup", raw(unix.SYS_IO_URING_SETUP, 1, bad)},
 	{"io_uring_enter", raw(unix.SYS_IO_URING_ENTER, ^uintptr(0))},
@@ -60,6 +98,8 @@ var attempts = []attempt{
 	{"ptrace", raw(unix.SYS_PTRACE, unix.PTRACE_ATTACH, 0x3fffffff)},
 	{"process_vm_readv", raw(unix.SYS_PROCESS_VM_READV, 1, bad, 0, bad, 0, 0)},
 	{"personality(READ_IMPLIES_EXEC)", raw(unix.SYS_PERSONALITY, 0x0400000)},
+	{"personality(PER_LINUX32)", persona(0x0008)},
+	{"personality(UNAME26)", persona(0x0020000)},
 	{"ioctl(TIOCSTI)", raw(unix.SYS_IOCTL, 0, unix.TIOCSTI, bad)},
 	{"ioctl(TIOCSTI|1<<32)", raw(unix.SYS_IOCTL, 0, 1<<32|unix.TIOCSTI, bad)},
 	{"ioctl(TIOCLINUX)", raw(unix.SYS_IOCTL, 0, unix.TIOCLINUX, bad)},
@@ -73,13 +113,21 @@ var attempts = []attempt{
 		}
 		return 0
 	}},
-	{"socket(AF_INET)", func() unix.Errno {
-		fd, _, e := unix.Syscall(unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_STREAM, 0)
-		if e == 0 {
-			unix.Close(int(fd))
-		}
-		return e
-	}},
+	{"socket(AF_INET)", sock(unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_STREAM, 0)},
+	{"socket(AF_INET6)", sock(unix.SYS_SOCKET, unix.AF_INET6, unix.SOCK_DGRAM, 0)},
+	{"socket(AF_UNIX)", sock(unix.SYS_SOCKET, unix.AF_UNIX, unix.SOCK_STREAM, 0)},
+	{"socket(AF_NETLINK, NETLINK_ROUTE)", sock(unix.SYS_SOCKET, unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_ROUTE)},
+	{"socket(AF_NETLINK, NETLINK_AUDIT)", sock(unix.SYS_SOCKET, unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_AUDIT)},
+	{"socket(AF_VSOCK)", sock(unix.SYS_SOCKET, unix.AF_VSOCK, unix.SOCK_STREAM, 0)},
+	{"socket(AF_VSOCK|1<<32)", sock(unix.SYS_SOCKET, 1<<32|unix.AF_VSOCK, unix.SOCK_STREAM, 0)},
+	{"socket(AF_PACKET)", sock(unix.SYS_SOCKET, unix.AF_PACKET, unix.SOCK_DGRAM, 0)},
+	{"socket(AF_ALG)", sock(unix.SYS_SOCKET, unix.AF_ALG, unix.SOCK_SEQPACKET, 0)},
+	{"socket(AF_KCM)", sock(unix.SYS_SOCKET, unix.AF_KCM, unix.SOCK_DGRAM, 0)},
+	{"socket(AF_TIPC)", sock(unix.SYS_SOCKET, unix.AF_TIPC, unix.SOCK_RDM, 0)},
+	{"socket(AF_BLUETOOTH)", sock(unix.SYS_SOCKET, unix.AF_BLUETOOTH, unix.SOCK_RAW, 0)},
+	{"socket(AF_XDP)", sock(unix.SYS_SOCKET, unix.AF_XDP, unix.SOCK_RAW, 0)},
+	{"socketpair(AF_UNIX)", pair(unix.AF_UNIX)},
+	{"socketpair(AF_VSOCK)", pair(unix.AF_VSOCK)},
 	{"getpid", raw(unix.SYS_GETPID)},
 }
 

@@ -45,6 +45,9 @@ func main() {
 		fmt.Fprintf(&code, "\t%q: {\n\t\tVersion: %d, Description: %q, Extends: %q,\n", info.Name, p.Version, p.Description, p.Extends)
 		fmt.Fprintf(&code, "\t\tLimits:  profiles.Limits{Memory: %q, CPUs: %#v, Pids: %d, Scratch: %q},\n", p.Limits.Memory, p.Limits.CPUs, p.Limits.Pids, p.Limits.Scratch)
 		fmt.Fprintf(&code, "\t\tNetwork: %q, Masks: %#v, ReadOnly: %#v, Env: %#v,\n", p.Network, p.Masks, p.ReadOnly, p.Env)
+		if p.Capabilities != nil {
+			fmt.Fprintf(&code, "\t\tCapabilities: &%#v,\n", *p.Capabilities)
+		}
 		fmt.Fprintf(&code, "\t\tName: %q, Source: %q,\n\t},\n", p.Name, p.Source)
 		write(filepath.Join(dir, info.Name+".allow.bpf"), f.Allowlist)
 		write(filepath.Join(dir, info.Name+".deny.bpf"), f.Denials)

@@ -1,0 +1,213 @@
+// Package privdir finds and opens the directories whose content jail
+// trusts as its own (its helper programs, user profiles, compiled
+// filters): directories that nobody but root and the user they belong to
+// can change, however the environment names them.
+//
+// A directory is private to uid when it, and every directory above it up
+// to /, is owned by root or uid and writable by neither its group nor
+// others. A root-owned directory with the sticky bit (/tmp) may be
+// writable by all above the last component: there, nobody but root and an
+// entry's owner may rename or remove the entry. Symbolic links on the way
+// are resolved first and the directories they lead to are what is
+// checked. Nothing here trusts a path twice: Open and MkdirAll return the
+// directory's descriptor, checked to be the directory whose path was
+// checked, and callers work through it.
+package privdir
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrNotPrivate is wrapped by the errors about a directory someone other
+// than root and the user could change.
+var ErrNotPrivate = errors.New("not private")
+
+// notPrivate says why a directory is not private.
+type notPrivate struct{ path, why string }
+
+func (e *notPrivate) Error() string { return e.path + ": " + e.why }
+func (e *notPrivate) Unwrap() error { return ErrNotPrivate }
+
+// Check returns path with its symbolic links resolved once every
+// directory on it, path included, is private to uid (see the package
+// comment). path must be absolute and exist.
+func Check(path string, uid int) (string, error) {
+	resolved, _, err := check(path, uid)
+	return resolved, err
+}
+
+// check is Check that also returns the stat of path's directory.
+func check(path string, uid int) (string, unix.Stat_t, error) {
+	if !filepath.IsAbs(path) {
+		return "", unix.Stat_t{}, fmt.Errorf("%s: not an absolute path", path)
+	}
+	path = filepath.Clean(path)
+	st, link, err := walk(path, uid, false)
+	if link {
+		// Resolved once: the directories the links lead to are what
+		// must be private.
+		resolved, rerr := filepath.EvalSymlinks(path)
+		if rerr != nil {
+			return "", unix.Stat_t{}, rerr
+		}
+		path = resolved
+		st, _, err = walk(path, uid, true)
+	}
+	return path, st, err
+}
+
+// walk checks every directory of path from / down and returns the last
+// one's stat. It stops at a symbolic link and says so, or refuses it when
+// noLinks.
+func walk(path string, uid int, noLinks bool) (unix.Stat_t, bool, error) {
+	var st unix.Stat_t
+	prefix := "/"
+	rest := strings.TrimPrefix(path, "/")
+	for {
+		if err := unix.Lstat(prefix, &st); err != nil {
+			return st, false, &os.PathError{Op: "lstat", Path: prefix, Err: err}
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			if noLinks {
+				return st, false, fmt.Errorf("%s: a symbolic link appeared while it was checked", prefix)
+			}
+			return st, true, nil
+		}
+		last := rest == ""
+		if err := trusted(prefix, &st, uid, last); err != nil {
+			return st, false, err
+		}
+		if last {
+			return st, false, nil
+		}
+		name, after, _ := strings.Cut(rest, "/")
+		prefix, rest = filepath.Join(prefix, name), after
+	}
+}
+
+// trusted checks that only root and uid can change the directory st
+// describes; one above the last may also be a root-owned sticky directory.
+func trusted(path string, st *unix.Stat_t, uid int, last bool) error {
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return fmt.Errorf("%s: not a directory", path)
+	}
+	if st.Uid != 0 && int(st.Uid) != uid {
+		return &notPrivate{path, fmt.Sprintf("owned by uid %d, neither root nor uid %d", st.Uid, uid)}
+	}
+	if st.Mode&0o022 != 0 && (last || st.Uid != 0 || st.Mode&unix.S_ISVTX == 0) {
+		return &notPrivate{path, fmt.Sprintf("writable by group or others (mode %#o)", st.Mode&0o7777)}
+	}
+	return nil
+}
+
+// Open checks path (Check) and opens its directory with flags (O_PATH, or
+// O_RDONLY to list it; O_DIRECTORY, O_NOFOLLOW and O_CLOEXEC are added),
+// making sure what it opened is the directory it checked.
+func Open(path string, uid int, flags int) (*os.File, error) {
+	resolved, st, err := check(path, uid)
+	if err != nil {
+		return nil, err
+	}
+	return openChecked(resolved, &st, uid, flags)
+}
+
+func openChecked(path string, st *unix.Stat_t, uid int, flags int) (*os.File, error) {
+	fd, err := unix.Open(path, flags|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	var got unix.Stat_t
+	if err := unix.Fstat(fd, &got); err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "fstat", Path: path, Err: err}
+	}
+	if got.Dev != st.Dev || got.Ino != st.Ino {
+		unix.Close(fd)
+		return nil, fmt.Errorf("%s: replaced while it was checked", path)
+	}
+	if err := trusted(path, &got, uid, true); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// MkdirAll makes the directories of path that are missing, with perm, and
+// opens path as Open does. Each directory on the way, made here or not,
+// must be private to uid; base, a directory above path, must exist
+// already (a home, /run/user/UID): MkdirAll makes only what lies below it.
+func MkdirAll(base, path string, uid int, perm uint32, flags int) (*os.File, error) {
+	base, path = filepath.Clean(base), filepath.Clean(path)
+	rel, err := filepath.Rel(base, path)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
+		return nil, fmt.Errorf("%s: not below %s", path, base)
+	}
+	dir, st, err := check(base, uid)
+	if err != nil {
+		return nil, err
+	}
+	if rel != "." {
+		for _, name := range strings.Split(rel, "/") {
+			dir = filepath.Join(dir, name)
+			err := unix.Lstat(dir, &st)
+			if err == unix.ENOENT {
+				if err := unix.Mkdir(dir, perm); err != nil && err != unix.EEXIST {
+					return nil, &os.PathError{Op: "mkdir", Path: dir, Err: err}
+				}
+				err = unix.Lstat(dir, &st)
+			}
+			if err != nil {
+				return nil, &os.PathError{Op: "lstat", Path: dir, Err: err}
+			}
+			if err := trusted(dir, &st, uid, true); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return openChecked(dir, &st, uid, flags)
+}
+
+// maxPasswd bounds how much of /etc/passwd is read.
+const maxPasswd = 16 << 20
+
+// HomeOf returns the home directory of uid in the password database
+// (/etc/passwd), whatever $HOME says.
+func HomeOf(uid int) (string, error) {
+	f, err := os.OpenFile("/etc/passwd", os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return "", errors.New("/etc/passwd: not a regular file")
+	}
+	id := []byte(strconv.Itoa(uid))
+	lines := bufio.NewScanner(io.LimitReader(f, maxPasswd))
+	lines.Buffer(make([]byte, 0, 4096), 64<<10)
+	for lines.Scan() {
+		// name:password:UID:GID:gecos:home:shell
+		fields := bytes.Split(lines.Bytes(), []byte(":"))
+		if len(fields) < 7 || len(fields[0]) == 0 || !bytes.Equal(fields[2], id) {
+			continue
+		}
+		home := string(fields[5])
+		if !filepath.IsAbs(home) {
+			return "", fmt.Errorf("uid %d: home %q is not an absolute path", uid, home)
+		}
+		return filepath.Clean(home), nil
+	}
+	if err := lines.Err(); err != nil {
+		return "", fmt.Errorf("/etc/passwd: %w", err)
+	}
+	return "", fmt.Errorf("uid %d: no entry in /etc/passwd", uid)
+}
