@@ -178,6 +178,12 @@ func resolve(spec *Spec) (*plan, error) {
 	if err != nil {
 		return nil, invalid("--user", "%v", err)
 	}
+	if image != nil {
+		// Layers stored with subordinate owners need the same mapping.
+		if err := image.CheckOwners(id); err != nil {
+			return nil, &SetupError{Step: "image " + spec.Image, Err: err}
+		}
+	}
 	p := &plan{id: id}
 	ok := false
 	defer func() {

@@ -78,7 +78,10 @@ func (s Store) open(create bool) (*Opened, error) {
 		return nil, fmt.Errorf("image store %s: %w", o.Root, err)
 	}
 	created := false
-	if o.dir, created, err = openStoreDir(abs, o.euid, create); err != nil {
+	// Host root checks the directories above its store; a process that
+	// is root only of the caller's user namespace (Own.SubIDs) is not.
+	hostRoot := o.euid == 0 && s.Own.SubIDs == nil
+	if o.dir, created, err = openStoreDir(abs, o.euid, hostRoot, create); err != nil {
 		return fail(err)
 	}
 	if o.dir < 0 {
@@ -102,13 +105,13 @@ func (s Store) open(create bool) (*Opened, error) {
 
 // openStoreDir opens the store's directory path (absolute and clean),
 // making it when missing and create is set. The directory itself must not
-// be a link, must be euid's, and writable by no one else. As root, every
+// be a link, must be euid's, and writable by no one else. As host root, every
 // directory above it must be root's, no link, and writable by no one else
 // unless sticky (/tmp: only an entry's owner may rename it): so no one but
 // root can change what path leads to, and the open below reaches the
 // directory the checks saw.
-func openStoreDir(path string, euid int, create bool) (fd int, created bool, err error) {
-	if euid == 0 {
+func openStoreDir(path string, euid int, hostRoot, create bool) (fd int, created bool, err error) {
+	if hostRoot {
 		if err := checkAncestors(path, create); err != nil || path == "/" {
 			if err == nil {
 				err = errors.New("the root directory is no image store")
@@ -398,13 +401,33 @@ func (o *Opened) readIndex() (map[string]Image, error) {
 		return nil, fmt.Errorf("image store %s: images.json: %w", o.Root, err)
 	}
 	for name, img := range all {
-		for _, l := range img.Layers {
-			if !ValidDiffID(l) {
-				return nil, fmt.Errorf("image store %s: images.json: image %s names layer %q, which is not a sha256 digest", o.Root, name, l)
-			}
+		if err := img.checkRecord(); err != nil {
+			return nil, fmt.Errorf("image store %s: images.json: image %s: %w", o.Root, name, err)
 		}
 	}
 	return all, nil
+}
+
+// checkRecord checks what of an image's record becomes a path or a
+// decision: every layer a sha256 digest, every owners record one of its
+// layers' and a possible mapping.
+func (img Image) checkRecord() error {
+	layers := make(map[string]bool, len(img.Layers))
+	for _, l := range img.Layers {
+		if !ValidDiffID(l) {
+			return fmt.Errorf("names layer %q, which is not a sha256 digest", l)
+		}
+		layers[l] = true
+	}
+	for l, m := range img.Owners {
+		if !layers[l] {
+			return fmt.Errorf("records the owners of %q, which is none of its layers", l)
+		}
+		if !m.valid() {
+			return fmt.Errorf("layer %s: owners stored under uids %d, gids %d, %d ids: not a mapping of subordinate ids", Short(l), m.UID, m.GID, m.Size)
+		}
+	}
+	return nil
 }
 
 // ValidDiffID reports whether id is "sha256:" and 64 lowercase hex digits:

@@ -6,7 +6,8 @@
 // $XDG_DATA_HOME/jail or ~/.local/share/jail otherwise):
 //
 //	layers/<diffid hex>/   one unpacked layer, named by its uncompressed digest
-//	images.json            name -> manifest digest, layers, config
+//	images.json            name -> manifest digest, layers, config, and how
+//	                       the owners of layers with several are stored
 //	tmp/                   work in progress; never used by a run
 //	lock                   serialises changes to images.json
 //
@@ -22,12 +23,19 @@
 // later steps go through that descriptor; a layer id becomes a path only
 // once it is a sha256 digest. What is read out of an image on the host side
 // is bounded and cannot block (readImageFile).
+//
+// Owners (Ownership): root's store shifts them into the sandboxes' host
+// range; a rootless caller with subordinate ids stores them as its sandboxes
+// map them, from a user namespace mapped the same way, and images.json
+// records that mapping for each such layer (Image.Owners), which a run must
+// have (CheckOwners); otherwise every file is the caller's.
 package images
 
 import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -51,6 +59,57 @@ type Image struct {
 	// Size is the unpacked size in bytes.
 	Size    int64     `json:"size"`
 	Created time.Time `json:"imported"`
+	// Owners names the layers whose files have owners besides sandbox
+	// root, stored by a rootless caller with subordinate ids: diff ID ->
+	// the mapping they were stored under (see Ownership.SubIDs). A layer
+	// not named here has every file the caller's (rootless; stores made
+	// before subordinate ids had no such record, and mean that) or its
+	// owners shifted (root's store).
+	Owners map[string]IDMapping `json:"owners,omitempty"`
+}
+
+// IDMapping is how a rootless caller's sandboxes map their ids 1..Size:
+// onto host uids UID..UID+Size-1 and gids GID..GID+Size-1 (id 0 is the
+// caller). A layer stored under it has files owned by host ids in those
+// ranges, which read as their own ids inside only where a sandbox maps
+// them the same way.
+type IDMapping struct {
+	UID  int `json:"uid"`
+	GID  int `json:"gid"`
+	Size int `json:"size"`
+}
+
+// valid reports whether m can be a subordinate mapping at all.
+func (m IDMapping) valid() bool {
+	return m.UID > 0 && m.GID > 0 && m.Size >= 1 && m.Size < namespaces.HostRangeSize
+}
+
+// CheckOwners refuses to run img in a sandbox of identity id when one of
+// its layers keeps owners among subordinate ids that id does not map as
+// they were mapped when it was stored: its files would show unmapped
+// owners (nobody) and directories only their owner may enter would be
+// closed to everyone. It costs no system call.
+func (img Image) CheckOwners(id namespaces.Identity) error {
+	for _, l := range img.Layers {
+		m, ok := img.Owners[l]
+		if !ok {
+			continue
+		}
+		what := fmt.Sprintf("layer %s keeps files owned by your subordinate ids (uids %d-%d, gids %d-%d)",
+			Short(l), m.UID, m.UID+m.Size-1, m.GID, m.GID+m.Size-1)
+		if !id.Rootless {
+			return fmt.Errorf("%s, which root's sandboxes do not map", what)
+		}
+		cur, ok := id.SubIDMapping()
+		if !ok {
+			return fmt.Errorf("%s, which this sandbox cannot map (%s); with them back, run it or remove it (jail image rm)", what, namespaces.SubIDsDetail())
+		}
+		if cur.UID != m.UID || cur.GID != m.GID || cur.Size < m.Size {
+			return fmt.Errorf("%s, and this sandbox maps ids 1-%d onto uids %d-, gids %d- instead: import it again once the old range is removed (as root, or with the old range back: jail image rm)",
+				what, cur.Size, cur.UID, cur.GID)
+		}
+	}
+	return nil
 }
 
 // Config is what of an image's configuration a run uses.
@@ -63,15 +122,30 @@ type Config struct {
 }
 
 // Ownership says how the owners recorded in a layer become owners on disk.
+// There are three ways: Shift (root), SubIDs (a rootless caller with
+// subordinate ids), and neither (a rootless caller with only its own id).
 type Ownership struct {
 	// Shift, when true, stores a file owned by id N as host id Base+N
 	// (jail run as root: the sandbox maps its ids 0..Size-1 there, so the
-	// file reads as owned by N inside). When false (rootless), every file
-	// belongs to the caller, the one id the sandbox has.
+	// file reads as owned by N inside). When false and SubIDs is nil
+	// (rootless), every file belongs to the caller, the one id the sandbox
+	// has.
 	Shift bool
 	Base  int
 	Size  int
+	// SubIDs, when set, is the mapping of a rootless caller with
+	// subordinate ids, and the store is changed by a process that is root
+	// of a user namespace mapped as the caller's sandboxes are (0 onto the
+	// caller, 1..Size onto the subordinate ids: namespaces.UserNSAttr).
+	// A file owned by N keeps N there (host id SubIDs.UID+N-1, or the
+	// caller for 0); an owner above Size becomes nobody (65534) as in
+	// root's store, and where the range is too small to hold nobody the
+	// layer is refused. Such a layer is recorded in Image.Owners.
+	SubIDs *IDMapping
 }
+
+// Nobody is the id an owner outside the sandbox's ids becomes.
+const Nobody = 65534
 
 // Store is an image store rooted at Root.
 type Store struct {
@@ -93,13 +167,27 @@ func CallerStore() Store {
 	return DefaultStore(own)
 }
 
+// MappedStore is the caller's store for a process started in a user
+// namespace mapped with the caller's subordinate ids (see Ownership.SubIDs),
+// which it reads from its own maps.
+func MappedStore() (Store, error) {
+	m, err := namespaces.OwnSubIDMapping()
+	if err != nil {
+		return Store{}, err
+	}
+	return DefaultStore(Ownership{SubIDs: &IDMapping{UID: m.UID, GID: m.GID, Size: m.Size}}), nil
+}
+
 // DefaultStore is the caller's store: $JAIL_IMAGE_STORE when set, else
 // /var/lib/jail for root and $XDG_DATA_HOME/jail for others.
+//
+// With own.SubIDs, the caller is root of its own user namespace but its
+// store is the rootless one.
 func DefaultStore(own Ownership) Store {
 	if dir := os.Getenv("JAIL_IMAGE_STORE"); dir != "" {
 		return Store{Root: dir, Own: own}
 	}
-	if os.Geteuid() == 0 {
+	if os.Geteuid() == 0 && own.SubIDs == nil {
 		return Store{Root: "/var/lib/jail", Own: own}
 	}
 	dir := os.Getenv("XDG_DATA_HOME")
@@ -207,13 +295,45 @@ func (o *Opened) Prune() (int, error) {
 	}{{o.layers, used}, {o.tmp, nil}} {
 		n, err := removeEntries(d.fd, d.keep)
 		if err != nil {
-			return removed, fmt.Errorf("image store %s: %w", o.Root, err)
+			return removed, fmt.Errorf("image store %s: %w%s", o.Root, err, o.removeHint(err))
 		}
 		if d.fd == o.layers {
 			removed = n
 		}
 	}
 	return removed, nil
+}
+
+// removeHint explains a removal refused for want of permission by a
+// rootless caller outside its user namespace: the layer has files of
+// subordinate ids, which only a process mapped onto them may remove (jail
+// image rm and prune do it in one when the caller has them).
+func (o *Opened) removeHint(err error) string {
+	switch {
+	case o.Own.Shift || !errors.Is(err, fs.ErrPermission):
+		return ""
+	case o.Own.SubIDs != nil:
+		return " (files owned by ids your subordinate ranges no longer hold: only root can remove them)"
+	}
+	return fmt.Sprintf(" (files owned by subordinate ids, which jail removes in a user namespace that maps them; here %s)", namespaces.SubIDsDetail())
+}
+
+// RemoveLayer removes a stored layer that no image names, under the
+// store's lock (from Update's change): an import replaces such a layer,
+// whose owners no record tells, with its own copy.
+func (o *Opened) RemoveLayer(diffID string) error {
+	if o.layers < 0 || !ValidDiffID(diffID) {
+		return fmt.Errorf("unsupported diff ID %s", diffID)
+	}
+	root, err := rootOf(o.layers)
+	if err != nil {
+		return fmt.Errorf("image store %s: %w", o.Root, err)
+	}
+	defer root.Close()
+	if err := root.RemoveAll(strings.TrimPrefix(diffID, "sha256:")); err != nil {
+		return fmt.Errorf("image store %s: %w%s", o.Root, err, o.removeHint(err))
+	}
+	return nil
 }
 
 // removeEntries removes every entry of the directory dirfd but those in

@@ -81,3 +81,32 @@ func TestMapText(t *testing.T) {
 		t.Errorf("mapText = %q; want %q", got, want)
 	}
 }
+
+// TestParseSubIDMap: a process started in a user namespace for the image
+// store takes its maps for the caller's subordinate ids only when they are
+// exactly sandbox root onto one id and 1..N onto a range.
+func TestParseSubIDMap(t *testing.T) {
+	for _, c := range []struct {
+		text        string
+		start, size int
+		ok          bool
+	}{
+		{"         0       1000          1\n         1     100000      65535\n", 100000, 65535, true},
+		{"0 1000 1\n1 100000 1000\n", 100000, 1000, true},
+		{"0 1000 1\n", 0, 0, false},                             // only the caller
+		{"0 0 4294967295\n", 0, 0, false},                       // the initial namespace
+		{"0 1000 1\n1 100000 65536\n", 0, 0, false},             // more than a sandbox has
+		{"0 1000 2\n2 100000 100\n", 0, 0, false},               // not root onto one id
+		{"1 100000 100\n0 1000 1\n", 0, 0, false},               // out of order
+		{"0 1000 1\n1 100000 100\n200 300000 1\n", 0, 0, false}, // a third range
+		{"0 1000 1\n1 -5 100\n", 0, 0, false},                   // garbage
+		{"0 1000 1\n1 100000 0\n", 0, 0, false},                 // an empty range
+		{"0 1000 1\n1 100000 100 7\n", 0, 0, false},             // a field too many
+		{"", 0, 0, false},
+	} {
+		start, size, ok := parseSubIDMap(c.text)
+		if ok != c.ok || start != c.start || size != c.size {
+			t.Errorf("%q: %d, %d, %v; want %d, %d, %v", c.text, start, size, ok, c.start, c.size, c.ok)
+		}
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // subRange is a range of subordinate ids.
@@ -119,4 +121,93 @@ func mapWithHelpers(pid int, uids, gids []syscall.SysProcIDMap) error {
 		}(mapHelpers[i])
 	}
 	return errors.Join(<-errs, <-errs)
+}
+
+// SubIDMapping is the part of a rootless identity's maps that subordinate
+// ids take: sandbox ids 1..Size onto host uids UID.. and gids GID.. (sandbox
+// id 0 being the caller).
+type SubIDMapping struct{ UID, GID, Size int }
+
+// SubIDMapping returns that part of id's maps, when id maps subordinate ids.
+func (id Identity) SubIDMapping() (SubIDMapping, bool) {
+	if !id.SubIDs || len(id.UIDMap) != 2 || len(id.GIDMap) != 2 ||
+		id.UIDMap[1].ContainerID != 1 || id.GIDMap[1].ContainerID != 1 {
+		return SubIDMapping{}, false
+	}
+	return SubIDMapping{UID: id.UIDMap[1].HostID, GID: id.GIDMap[1].HostID, Size: min(id.UIDMap[1].Size, id.GIDMap[1].Size)}, true
+}
+
+// UserNSAttr returns the attributes of a process started in a user
+// namespace of its own and no other namespace (it shares the caller's
+// files, mounts and network), with its ids unmapped until its starter calls
+// an Identity's MapIDs. Its capabilities in that namespace are caps, raised to its
+// ambient set so that they survive the exec of an unmapped process; once
+// mapped it is the namespace's root, with those capabilities over files
+// whose owners the maps name and no others. It dies with its starter's
+// thread.
+func UserNSAttr(caps []uintptr) *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{
+		Cloneflags:  unix.CLONE_NEWUSER,
+		AmbientCaps: caps,
+		Pdeathsig:   syscall.SIGKILL,
+	}
+}
+
+// OwnSubIDMapping reads the maps of the calling process's user namespace
+// and returns their subordinate part when they are what ForCaller maps for
+// a rootless caller with subordinate ids (0 onto one id, 1..N onto a
+// range, for both uids and gids) and the caller is that namespace's root:
+// how a process started with UserNSAttr learns, once mapped, what it may
+// chown files to.
+func OwnSubIDMapping() (SubIDMapping, error) {
+	var m SubIDMapping
+	var sizes [2]int
+	for i, file := range []string{"/proc/self/uid_map", "/proc/self/gid_map"} {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return SubIDMapping{}, fmt.Errorf("user namespace: %w", err)
+		}
+		host, size, ok := parseSubIDMap(string(data))
+		if !ok {
+			return SubIDMapping{}, fmt.Errorf("user namespace: %s is not sandbox root onto one id and 1..N onto subordinate ids: %q", file, data)
+		}
+		if i == 0 {
+			m.UID = host
+		} else {
+			m.GID = host
+		}
+		sizes[i] = size
+	}
+	if os.Geteuid() != 0 || os.Getegid() != 0 {
+		return SubIDMapping{}, fmt.Errorf("user namespace: not its root (uid %d, gid %d)", os.Geteuid(), os.Getegid())
+	}
+	m.Size = min(sizes[0], sizes[1])
+	return m, nil
+}
+
+// parseSubIDMap parses a uid_map or gid_map of exactly two lines, "0 H 1"
+// and "1 S N", and returns S and N.
+func parseSubIDMap(text string) (start, size int, ok bool) {
+	lines := strings.Split(strings.TrimSpace(text), "\n")
+	if len(lines) != 2 {
+		return 0, 0, false
+	}
+	var e [2][3]int
+	for i, l := range lines {
+		f := strings.Fields(l)
+		if len(f) != 3 {
+			return 0, 0, false
+		}
+		for j := range f {
+			n, err := strconv.Atoi(f[j])
+			if err != nil || n < 0 {
+				return 0, 0, false
+			}
+			e[i][j] = n
+		}
+	}
+	if e[0][0] != 0 || e[0][2] != 1 || e[1][0] != 1 || e[1][2] < 1 || e[1][2] > HostRangeSize-1 {
+		return 0, 0, false
+	}
+	return e[1][1], e[1][2], true
 }

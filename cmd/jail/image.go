@@ -8,6 +8,7 @@ import (
 
 	"github.com/jail-sandbox/jail"
 	"github.com/jail-sandbox/jail/internal/programs"
+	"github.com/jail-sandbox/jail/namespaces"
 )
 
 func imageCommand(args []string) int {
@@ -15,6 +16,20 @@ func imageCommand(args []string) int {
 		return fail("image: which subcommand? (import, ls, rm, prune)")
 	}
 	store := jail.ImageStore()
+	// A rootless caller with subordinate ids stores layers with their
+	// owners, in a user namespace that maps them, where alone they can be
+	// removed again: import, pull, rm and prune run in the tools program
+	// there (programs.RunToolsMapped). Nothing else starts a process.
+	if id, ok := storeMapping(args[0]); ok {
+		if args[0] == "rm" && len(args) != 2 {
+			return fail("image rm: takes one image reference")
+		}
+		code, err := programs.RunToolsMapped(id, append([]string{"image"}, args...), os.Stdin, os.Stdout, os.Stderr)
+		if err != nil {
+			return fail("image %s: %v", args[0], err)
+		}
+		return code
+	}
 	switch args[0] {
 	case "import", "pull":
 		// Registry client and layer unpacking live in the tools program.
@@ -53,6 +68,17 @@ func imageCommand(args []string) int {
 		return 0
 	}
 	return fail("image: unknown subcommand %q", args[0])
+}
+
+// storeMapping is the identity whose maps image subcommand sub runs under:
+// a rootless caller's with subordinate ids, for those that change the
+// store.
+func storeMapping(sub string) (namespaces.Identity, bool) {
+	if os.Geteuid() == 0 || (sub != "import" && sub != "pull" && sub != "rm" && sub != "prune") {
+		return namespaces.Identity{}, false
+	}
+	id, err := namespaces.ForCaller(0, 0)
+	return id, err == nil && id.SubIDs
 }
 
 // runTools runs the tools program with the caller's stdio.

@@ -80,7 +80,7 @@ func TestSparseEntryRefusedAtDefaultBounds(t *testing.T) {
 			t.Fatal(err)
 		}
 		m := &meter{lim: DefaultLimits, max: DefaultLimits.Layer}
-		err = unpackLayer(bytes.NewReader(sparseTar("big", c.realsize)), root, images.Ownership{}, m)
+		_, err = unpackLayer(bytes.NewReader(sparseTar("big", c.realsize)), root, images.Ownership{}, m)
 		root.Close()
 		if c.refused {
 			if !errors.Is(err, errTooBig) || m.err().Error() != "exceeds the bound of 16 GiB per layer (--max-layer-size raises it)" {

@@ -13,6 +13,7 @@
 package fetch
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/jail-sandbox/jail/images"
@@ -39,29 +40,93 @@ type store struct {
 	*images.Opened
 	lim Limits
 	// pending are the layers this import unpacked, in tmp/ until every
-	// image of it is complete (commit), so that a refused import leaves
+	// image of it is complete (record), so that a refused import leaves
 	// no layer behind.
 	pending map[string]*pendingLayer
+	// named holds, with Own.SubIDs, the layers images.json named when
+	// the import began (see storeLayer).
+	named map[string]bool
 }
 
 type pendingLayer struct {
 	dir        *images.Temp
 	size, cost int64
+	// owners is the mapping the layer's owners were stored under, when
+	// some are not sandbox root (Own.SubIDs).
+	owners *images.IDMapping
 }
 
-// commit gives every pending layer its final name.
-func (s store) commit() error {
-	for id, p := range s.pending {
-		if _, err := s.CommitLayer(p.dir, id); err != nil {
-			return err
+// record gives every pending layer its final name and adds imgs to
+// images.json, both under the store's lock: no prune or other import
+// comes between, so every layer an image names is there, with the owners
+// record of the copy that stays. A layer a concurrent import stored first
+// is kept, with its record (this copy goes with close). With Own.SubIDs a
+// stored layer that no image names (left by an interrupted import) has
+// owners nothing records: this import's copy replaces it. imgs get their
+// Owners.
+func (s store) record(imgs []images.Image) error {
+	return s.Update(func(all map[string]images.Image) error {
+		stored := map[string]*images.IDMapping{} // layers images.json names
+		for _, img := range all {
+			for _, l := range img.Layers {
+				if m, ok := img.Owners[l]; ok {
+					stored[l] = &m
+				} else if _, ok := stored[l]; !ok {
+					stored[l] = nil
+				}
+			}
 		}
-		// (When a concurrent import stored the layer first, this copy
-		// goes with close.)
-	}
-	return nil
+		final := map[string]*images.IDMapping{}
+		for id, p := range s.pending {
+			existed, err := s.CommitLayer(p.dir, id)
+			if err != nil {
+				return err
+			}
+			if existed {
+				if m, named := stored[id]; named || s.Own.SubIDs == nil {
+					final[id] = m
+					continue
+				}
+				if err := s.RemoveLayer(id); err != nil {
+					return fmt.Errorf("layer %s, left by an interrupted import: %w", images.Short(id), err)
+				}
+				if existed, err = s.CommitLayer(p.dir, id); err == nil && existed {
+					err = errors.New("stored again meanwhile")
+				}
+				if err != nil {
+					return fmt.Errorf("layer %s: %w", images.Short(id), err)
+				}
+			}
+			final[id] = p.owners
+		}
+		for i := range imgs {
+			imgs[i].Owners = nil
+			for _, l := range imgs[i].Layers {
+				m, ok := final[l]
+				if !ok {
+					// Stored before this import: a prune may have
+					// removed it since.
+					if m, ok = stored[l]; !ok && s.Own.SubIDs != nil {
+						return fmt.Errorf("layer %s was removed while this import ran (jail image prune?): import again", images.Short(l))
+					}
+				}
+				if m != nil {
+					if imgs[i].Owners == nil {
+						imgs[i].Owners = map[string]images.IDMapping{}
+					}
+					imgs[i].Owners[l] = *m
+				}
+			}
+			if _, err := s.Layers(imgs[i]); err != nil {
+				return fmt.Errorf("%w (removed while this import ran? import again)", err)
+			}
+			all[imgs[i].Name] = imgs[i]
+		}
+		return nil
+	})
 }
 
-// close removes what commit did not take, and closes the store.
+// close removes what record did not take, and closes the store.
 func (s store) close() {
 	for _, p := range s.pending {
 		p.dir.Remove()
@@ -77,7 +142,21 @@ func open(s images.Store, lim Limits) (store, error) {
 	if err != nil {
 		return store{}, err
 	}
-	return store{Opened: o, lim: lim, pending: map[string]*pendingLayer{}}, nil
+	st := store{Opened: o, lim: lim, pending: map[string]*pendingLayer{}}
+	if s.Own.SubIDs != nil {
+		imgs, err := o.List()
+		if err != nil {
+			o.Close()
+			return store{}, err
+		}
+		st.named = map[string]bool{}
+		for _, img := range imgs {
+			for _, l := range img.Layers {
+				st.named[l] = true
+			}
+		}
+	}
+	return st, nil
 }
 
 // Import stores every image in path: an OCI image layout directory, an OCI

@@ -67,16 +67,10 @@ func (s store) importPath(path, nameOverride string) ([]images.Image, error) {
 		img.Name = n
 		out = append(out, img)
 	}
-	if err := s.commit(); err != nil {
+	if err := s.record(out); err != nil {
 		return nil, err
 	}
-	err = s.Update(func(all map[string]images.Image) error {
-		for _, img := range out {
-			all[img.Name] = img
-		}
-		return nil
-	})
-	return out, err
+	return out, nil
 }
 
 // open finds the images in path.
@@ -411,9 +405,14 @@ func (s store) storeLayer(l v1.Layer, diffID v1.Hash, label string, imageSoFar i
 	if p, ok := s.pending[diffID.String()]; ok {
 		return p.size, p.cost, m.check(p.cost)
 	}
-	if size, entries, ok := s.LayerSize(diffID.String()); ok {
-		cost := size + entries*entryCost
-		return size, cost, m.check(cost)
+	// A stored layer is used as it is, with its owners record, unless
+	// (Own.SubIDs) no image names it: then nothing records its owners,
+	// and this import unpacks its own copy, which replaces it (record).
+	if s.Own.SubIDs == nil || s.named[diffID.String()] {
+		if size, entries, ok := s.LayerSize(diffID.String()); ok {
+			cost := size + entries*entryCost
+			return size, cost, m.check(cost)
+		}
 	}
 	mt, err := l.MediaType()
 	if err != nil {
@@ -477,7 +476,7 @@ func (s store) storeLayer(l v1.Layer, diffID v1.Hash, label string, imageSoFar i
 	defer content.Close()
 	counted := &countingReader{r: io.TeeReader(m.content(content), contentHash)}
 	stop := s.showProgress(label, counted)
-	err = unpackLayer(counted, tmp.Root, s.Own, m)
+	subOwned, err := unpackLayer(counted, tmp.Root, s.Own, m)
 	stop()
 	if err != nil {
 		return fail(err)
@@ -499,7 +498,12 @@ func (s store) storeLayer(l v1.Layer, diffID v1.Hash, label string, imageSoFar i
 			return 0, 0, err
 		}
 	}
-	s.pending[diffID.String()] = &pendingLayer{dir: tmp, size: m.stream, cost: m.cost()}
+	p := &pendingLayer{dir: tmp, size: m.stream, cost: m.cost()}
+	if subOwned {
+		owners := *s.Own.SubIDs
+		p.owners = &owners
+	}
+	s.pending[diffID.String()] = p
 	kept = true
 	return m.stream, m.cost(), nil
 }

@@ -31,12 +31,9 @@ func (s store) pull(ref string) (images.Image, error) {
 		return images.Image{}, err
 	}
 	rec.Name = r.Name()
-	if err := s.commit(); err != nil {
+	recs := []images.Image{rec}
+	if err := s.record(recs); err != nil {
 		return images.Image{}, err
 	}
-	err = s.Update(func(all map[string]images.Image) error {
-		all[rec.Name] = rec
-		return nil
-	})
-	return rec, err
+	return recs[0], nil
 }

@@ -24,6 +24,8 @@ import (
 type unpackState struct {
 	seen map[string]bool
 	dirs map[string]bool
+	// subOwned: an entry got an owner besides sandbox root (own.SubIDs).
+	subOwned bool
 }
 
 // unpackLayer extracts a layer tar into root. Every path is resolved
@@ -34,30 +36,34 @@ type unpackState struct {
 // user namespace. Every entry is charged to m before anything of it is
 // written (a regular file at its full size: a sparse entry's holes are
 // written out as zeros), so a layer stops at its bound, not after.
-func unpackLayer(r io.Reader, root *os.Root, own images.Ownership, m *meter) error {
+//
+// Owners are applied as own says (images.Ownership, owner); with
+// own.SubIDs, subOwned reports whether an entry got an owner besides
+// sandbox root, which the store must then record.
+func unpackLayer(r io.Reader, root *os.Root, own images.Ownership, m *meter) (subOwned bool, err error) {
 	st := &unpackState{seen: map[string]bool{}, dirs: map[string]bool{".": true}}
 	tr := tar.NewReader(r)
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
-			return nil
+			return st.subOwned, nil
 		}
 		if err != nil {
-			return fmt.Errorf("layer tar: %w", err)
+			return false, fmt.Errorf("layer tar: %w", err)
 		}
 		size := int64(entryCost)
 		if hdr.Typeflag == tar.TypeReg || hdr.Typeflag == tar.TypeRegA {
 			size += hdr.Size
 		}
 		if err := m.write(size); err != nil {
-			return err
+			return false, err
 		}
 		rel, ok := cleanName(hdr.Name)
 		if !ok {
 			continue // the root itself
 		}
 		if err := unpackEntry(root, tr, hdr, rel, own, st); err != nil {
-			return fmt.Errorf("layer entry %q: %w", hdr.Name, err)
+			return false, fmt.Errorf("layer entry %q: %w", hdr.Name, err)
 		}
 	}
 }
@@ -117,9 +123,20 @@ func unpackEntry(root *os.Root, r io.Reader, hdr *tar.Header, rel string, own im
 	st.seen[rel] = true
 	mode := hdr.FileInfo().Mode().Perm() | hdr.FileInfo().Mode()&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky)
 	if !own.Shift && mode&(fs.ModeSetuid|fs.ModeSetgid) != 0 {
-		// Rootless, every file is the caller's: a setuid bit would only
-		// ever grant the caller's own identity, so it is dropped.
+		// Rootless, a set-id bit is dropped. With only the caller's id it
+		// would only ever grant the caller's own identity. With
+		// subordinate ids it would grant one of them to whoever runs the
+		// file on the host, outside any namespace: the caller can reach
+		// those ids anyway (newuidmap), but no file jail writes may hand
+		// out a host identity (issue 22, item 2).
 		mode &^= fs.ModeSetuid | fs.ModeSetgid
+	}
+	uid, gid, err := owner(hdr, own)
+	if err != nil {
+		return err
+	}
+	if own.SubIDs != nil && (uid != 0 || gid != 0) {
+		st.subOwned = true
 	}
 	switch hdr.Typeflag {
 	case tar.TypeDir:
@@ -137,8 +154,8 @@ func unpackEntry(root *os.Root, r io.Reader, hdr *tar.Header, rel string, own im
 			return err
 		}
 		_, err = io.Copy(f, r)
-		if err == nil && own.Shift {
-			err = f.Chown(hostID(hdr.Uid, own), hostID(hdr.Gid, own))
+		if err == nil && (own.Shift || own.SubIDs != nil) {
+			err = f.Chown(uid, gid)
 		}
 		if err == nil {
 			err = f.Chmod(mode)
@@ -153,7 +170,10 @@ func unpackEntry(root *os.Root, r io.Reader, hdr *tar.Header, rel string, own im
 	case tar.TypeSymlink:
 		// The target is stored as written; nothing here follows it, and
 		// in the sandbox it resolves inside the sandbox's root.
-		return chownLink(root, rel, hdr, own, root.Symlink(hdr.Linkname, rel))
+		if err := root.Symlink(hdr.Linkname, rel); err != nil {
+			return err
+		}
+		return chown(root, rel, uid, gid, own)
 	case tar.TypeLink:
 		target, ok := cleanName(hdr.Linkname)
 		if !ok {
@@ -175,7 +195,7 @@ func unpackEntry(root *os.Root, r io.Reader, hdr *tar.Header, rel string, own im
 	default:
 		return nil // pax headers and the like carry no file
 	}
-	if err := chown(root, rel, hdr, own); err != nil {
+	if err := chown(root, rel, uid, gid, own); err != nil {
 		return err
 	}
 	// After chown, which clears setuid bits.
@@ -206,23 +226,49 @@ func withDir(root *os.Root, dir string, f func(fd int) error) error {
 	return f(int(d.Fd()))
 }
 
+// owner is the owner an entry gets on disk, as own says: the caller's
+// (rootless with one id: nothing is changed), Base+N (root's store), or N
+// itself, in the caller's user namespace (subordinate ids). An owner the
+// sandbox has no id for becomes nobody, as in root's store; where the
+// subordinate range is too small to hold nobody, the entry is refused.
+func owner(hdr *tar.Header, own images.Ownership) (uid, gid int, err error) {
+	switch {
+	case own.Shift:
+		return hostID(hdr.Uid, own), hostID(hdr.Gid, own), nil
+	case own.SubIDs != nil:
+		if uid, err = keptID(hdr.Uid, own.SubIDs.Size); err == nil {
+			gid, err = keptID(hdr.Gid, own.SubIDs.Size)
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("owner %d:%d: %w", hdr.Uid, hdr.Gid, err)
+		}
+		return uid, gid, nil
+	}
+	return 0, 0, nil
+}
+
+// keptID is id in a user namespace that maps ids 0..size.
+func keptID(id, size int) (int, error) {
+	if id >= 0 && id <= size {
+		return id, nil
+	}
+	if images.Nobody <= size {
+		return images.Nobody, nil
+	}
+	return 0, fmt.Errorf("above the %d ids your subordinate range gives sandboxes, which is too small to hold nobody (%d) in its place: ask for 65536 ids in /etc/subuid and /etc/subgid", size, images.Nobody)
+}
+
 func hostID(id int, own images.Ownership) int {
 	if id < 0 || id >= own.Size {
-		id = 65534 // nobody: outside the range the sandbox maps
+		id = images.Nobody // outside the range the sandbox maps
 	}
 	return own.Base + id
 }
 
-func chown(root *os.Root, rel string, hdr *tar.Header, own images.Ownership) error {
-	if !own.Shift {
+// chown gives an entry its owner (see owner), not following a link.
+func chown(root *os.Root, rel string, uid, gid int, own images.Ownership) error {
+	if !own.Shift && own.SubIDs == nil {
 		return nil
 	}
-	return root.Lchown(rel, hostID(hdr.Uid, own), hostID(hdr.Gid, own))
-}
-
-func chownLink(root *os.Root, rel string, hdr *tar.Header, own images.Ownership, err error) error {
-	if err != nil {
-		return err
-	}
-	return chown(root, rel, hdr, own)
+	return root.Lchown(rel, uid, gid)
 }

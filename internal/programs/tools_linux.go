@@ -6,10 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"runtime"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/jail-sandbox/jail/namespaces"
 	"github.com/jail-sandbox/jail/profiles"
 	"github.com/jail-sandbox/jail/seccomp"
 )
@@ -43,6 +47,72 @@ func RunTools(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, er
 	}
 	return 0, nil
 }
+
+// RunToolsMapped is RunTools for image commands of a rootless caller with
+// subordinate ids (id: namespaces.ForCaller's identity for sandbox root,
+// id.SubIDs set): the tools program starts in a user namespace of its own
+// that id's maps are written to (by newuidmap and newgidmap), as root
+// there with the capabilities over files that it needs (storeCaps), so
+// that it stores layers with their owners among the subordinate ids and
+// can remove them again (images.Ownership.SubIDs). It is started as
+// `jail-tools mapped ARGS...` and waits on descriptor 3 until its maps are
+// written. Three process starts: the program and the two helpers.
+func RunToolsMapped(id namespaces.Identity, args []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	if !id.SubIDs {
+		return 0, errors.New("tools program: no subordinate ids to map")
+	}
+	p, err := Open(Tools)
+	if err != nil {
+		return 0, err
+	}
+	defer p.Close()
+	ready, release, err := os.Pipe()
+	if err != nil {
+		return 0, fmt.Errorf("tools program: %w", err)
+	}
+	defer release.Close()
+	runtime.LockOSThread() // the parent-death signal follows this thread
+	defer runtime.UnlockOSThread()
+	cmd := &exec.Cmd{
+		Path: p.Path, Args: append([]string{"jail-tools", "mapped"}, args...),
+		Stdin: stdin, Stdout: stdout, Stderr: stderr,
+		ExtraFiles:  []*os.File{ready},
+		SysProcAttr: namespaces.UserNSAttr(storeCaps),
+	}
+	err = cmd.Start()
+	ready.Close()
+	if err != nil {
+		return 0, fmt.Errorf("tools program: %w", err)
+	}
+	if err := id.MapIDs(cmd.Process.Pid); err != nil {
+		release.Close() // the program sees no go-ahead and exits
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return 0, fmt.Errorf("mapping your subordinate ids for the image store: %w", err)
+	}
+	if _, err := release.Write([]byte{1}); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return 0, fmt.Errorf("tools program: %w", err)
+	}
+	release.Close()
+	err = cmd.Wait()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return exit.ExitCode(), nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("tools program: %w", err)
+	}
+	return 0, nil
+}
+
+// storeCaps are what the tools program needs in its user namespace to
+// store and remove layers whose files belong to several owners: give them
+// their owners and modes and reach and remove them whatever their modes
+// (no capability to make devices, mount or switch ids). The kernel confines
+// each to files whose owners the namespace maps.
+var storeCaps = []uintptr{unix.CAP_CHOWN, unix.CAP_DAC_OVERRIDE, unix.CAP_DAC_READ_SEARCH, unix.CAP_FOWNER, unix.CAP_FSETID}
 
 // ProfileResolver resolves and compiles user profiles in the tools program,
 // which links the YAML reader and libseccomp. Its identity, part of the

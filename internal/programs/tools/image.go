@@ -15,13 +15,35 @@ import (
 	"github.com/jail-sandbox/jail/images/fetch"
 )
 
-// imageCommand runs `jail image import` and `jail image pull`.
-func imageCommand(args []string) int {
+// imageCommand runs `jail image import` and `jail image pull` in store,
+// and `jail image rm` and `prune` where jail hands them over (a store whose
+// layers hold files of subordinate ids, which only a process in the user
+// namespace that maps them may remove).
+func imageCommand(store images.Store, args []string) int {
 	if len(args) == 0 {
-		return fail("image: which subcommand? (import, pull)")
+		return fail("image: which subcommand? (import, pull, rm, prune)")
 	}
-	store := images.CallerStore()
 	switch args[0] {
+	case "rm":
+		// jail checked the arguments; as it does, the name goes first,
+		// then the layers no image uses.
+		if len(args) != 2 {
+			return fail("image rm: takes one image reference")
+		}
+		if err := store.Remove(args[1]); err != nil {
+			return fail("image %s: %v", args[1], err)
+		}
+		if _, err := store.Prune(); err != nil {
+			return fail("image rm: %v", err)
+		}
+		return 0
+	case "prune":
+		n, err := store.Prune()
+		if err != nil {
+			return fail("image prune: %v", err)
+		}
+		fmt.Printf("removed %d unused layers\n", n)
+		return 0
 	case "import":
 		fs := flag.NewFlagSet("image import", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)

@@ -9,6 +9,10 @@
 //	tools profile show NAME   jail profile show NAME
 //	tools image import PATH [--name NAME[:TAG]] [--max-size SIZE] [--max-layer-size SIZE] [--quiet]
 //	tools image pull REF [--max-size SIZE] [--max-layer-size SIZE] [--quiet]
+//	tools mapped image import|pull|rm|prune ...
+//	                          the same in a user namespace mapped with the
+//	                          caller's subordinate ids (programs.RunToolsMapped),
+//	                          once descriptor 3 says its maps are written
 package main
 
 import (
@@ -17,8 +21,33 @@ import (
 	"io"
 	"os"
 
+	"github.com/jail-sandbox/jail/images"
 	"github.com/jail-sandbox/jail/internal/procname"
 )
+
+// mappedCommand runs an image command as root of a user namespace mapped
+// with the caller's subordinate ids, once its starter has written the maps
+// (one byte on descriptor 3; without it, nothing is done).
+func mappedCommand(args []string) int {
+	sync := os.NewFile(3, "ready")
+	if sync == nil {
+		return fail("tools: mapped: no descriptor to wait on")
+	}
+	var b [1]byte
+	n, _ := sync.Read(b[:])
+	sync.Close()
+	if n != 1 {
+		return fail("tools: mapped: the user namespace's ids were not mapped")
+	}
+	if len(args) == 0 || args[0] != "image" {
+		return fail("tools: mapped: only image commands run mapped")
+	}
+	store, err := images.MappedStore()
+	if err != nil {
+		return fail("image: %v", err)
+	}
+	return imageCommand(store, args[1:])
+}
 
 func main() {
 	procname.Set("jail-tools")
@@ -29,7 +58,9 @@ func main() {
 	case "profile":
 		os.Exit(profileCommand(os.Args[2:]))
 	case "image":
-		os.Exit(imageCommand(os.Args[2:]))
+		os.Exit(imageCommand(images.CallerStore(), os.Args[2:]))
+	case "mapped":
+		os.Exit(mappedCommand(os.Args[2:]))
 	}
 	os.Exit(fail("tools: unknown command %q", os.Args[1]))
 }
