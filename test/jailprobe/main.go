@@ -17,7 +17,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: jailprobe connect ADDR | ptrace PID | open-write PATH | flock PATH | tiocsti | fds | pids")
+		fmt.Fprintln(os.Stderr, "usage: jailprobe connect ADDR | ptrace PID | open-write PATH | flock PATH | tiocsti | fds | pids | growsdown MIB")
 		os.Exit(2)
 	}
 	arg := ""
@@ -72,6 +72,18 @@ func main() {
 	case "syscalls":
 		trySyscalls()
 		return
+	case "growsdown":
+		// Maps MiB of private memory as a stack mapping (MAP_GROWSDOWN),
+		// which RLIMIT_DATA does not count, and touches every page.
+		mib, _ := strconv.Atoi(arg)
+		var mem []byte
+		if mem, err = unix.Mmap(-1, 0, mib<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_GROWSDOWN); err == nil {
+			for i := 0; i < len(mem); i += 4096 {
+				mem[i] = 1
+			}
+			fmt.Printf("touched %d MiB\n", mib)
+			return
+		}
 	case "pids":
 		entries, _ := os.ReadDir("/proc")
 		var pids []int

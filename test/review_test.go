@@ -1,0 +1,82 @@
+package test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Found by the adversarial review of issue 22's fixes.
+
+// Issue 22, item 6 (review): without a cgroup (rootless on cgroup v1) the
+// notice says each process's private memory is bounded by RLIMIT_DATA
+// (--memory). A stack mapping (MAP_GROWSDOWN) is private memory that
+// RLIMIT_DATA does not count, and RLIMIT_STACK only bounds its growth, not
+// its size at mmap: one process held 1 GiB under --memory 64M.
+func TestFallbackMemoryLimitCoversStackMappings(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		r := jail(t, m, withProbe("--memory", "64M", "--", "/opt/probe/jailprobe", "growsdown", "512")...)
+		if strings.Contains(r.stdout, "touched 512 MiB") {
+			t.Errorf("--memory 64M: one process touched 512 MiB of a MAP_GROWSDOWN mapping (exit %d, %s)", r.code, r.stderr)
+		}
+	})
+}
+
+// symlinkedHome runs the rest of its arguments in a private mount namespace
+// whose root is the host's, except that /home is a symlink to /varhome,
+// which holds the host's homes: as on ostree systems (Fedora Silverblue,
+// CoreOS: /home -> var/home). $1 is an empty directory for the new root.
+const symlinkedHome = `set -e
+PATH=/usr/sbin:/sbin:$PATH
+N=$1; shift
+mount -t tmpfs review-root "$N"
+for e in /*; do
+  name=${e#/}
+  [ "$name" = home ] && continue
+  if [ -L "$e" ]; then ln -s "$(readlink "$e")" "$N/$name"
+  elif [ -d "$e" ]; then mkdir "$N/$name"; mount --rbind "$e" "$N/$name"
+  elif [ -f "$e" ]; then touch "$N/$name"; mount --bind "$e" "$N/$name"; fi
+done
+mkdir "$N/varhome"; mount --rbind /home "$N/varhome"; ln -s varhome "$N/home"
+cd "$N"; mkdir .old; pivot_root . .old; umount -l /.old; rmdir /.old
+exec "$@"
+`
+
+// Issue 22, item 18 (review): homes are masked when /home is a symlink. The
+// init replaces /home with an empty directory and HomeMasks skips every
+// home below /home, but the directory /home points to is bound with the
+// rest of the host tree: every home, ~/.ssh and ~/.cache/jail included,
+// was readable there (rootless: the caller's own private files).
+func TestHomesMaskedWhenHomeIsASymlink(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a mount namespace with another /home")
+	}
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("needs unshare")
+	}
+	if !strings.HasPrefix(rootless.home, "/home/") {
+		t.Skipf("the test account's home %s is not under /home", rootless.home)
+	}
+	marker := filepath.Join(rootless.home, "jail-review-home-marker")
+	if err := os.WriteFile(marker, []byte("PRIVATE\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(marker, rootless.uid, rootless.gid)
+	t.Cleanup(func() { os.Remove(marker) })
+	target := "/varhome/" + strings.TrimPrefix(marker, "/home/")
+	forEachMode(t, func(t *testing.T, m mode) {
+		cmd := command(m, "run", "--", "sh", "-c", "cat "+marker+" "+target+" 2>/dev/null; ls /varhome 2>/dev/null")
+		newRoot := sharedTempDir(t, nil)
+		cmd.Args = append([]string{"unshare", "-m", "--propagation", "private", "sh", "-c", symlinkedHome, "sh", newRoot}, cmd.Args...)
+		cmd.Path, _ = exec.LookPath("unshare")
+		r := runCmd(t, cmd)
+		if r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+		if strings.Contains(r.stdout, "PRIVATE") || strings.Contains(r.stdout, filepath.Base(rootless.home)) {
+			t.Errorf("with /home -> varhome, the homes are visible at /varhome: %q", r.stdout)
+		}
+	})
+}
