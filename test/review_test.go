@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -77,6 +78,46 @@ func TestHomesMaskedWhenHomeIsASymlink(t *testing.T) {
 		}
 		if strings.Contains(r.stdout, "PRIVATE") || strings.Contains(r.stdout, filepath.Base(rootless.home)) {
 			t.Errorf("with /home -> varhome, the homes are visible at /varhome: %q", r.stdout)
+		}
+	})
+}
+
+// Issue 22, item 2 (review): the set-id guard holds whatever the profile
+// allows. io_uring's openat takes its mode in a ring that no seccomp filter
+// reads: with a profile that allows io_uring, a sandbox created a 6755
+// file owned by the workspace's owner on the host.
+func TestSetIDGuardCoversIOUring(t *testing.T) {
+	const profile = "version: 1\nextends: default\nseccomp:\n  drop: [io_uring_setup, io_uring_enter, io_uring_register]\n  allow: [io_uring_setup, io_uring_enter, io_uring_register]\n"
+	const name = "jail-review-uring"
+	forEachMode(t, func(t *testing.T, m mode) {
+		var env []string
+		dir := "/etc/jail/profiles"
+		if m.rootless {
+			cfg := sharedTempDir(t, rootless)
+			dir = filepath.Join(cfg, "jail", "profiles")
+			os.MkdirAll(dir, 0o755)
+			for p := dir; p != cfg; p = filepath.Dir(p) {
+				os.Chown(p, rootless.uid, rootless.gid)
+			}
+			env = append(env, "XDG_CONFIG_HOME="+cfg)
+		} else {
+			if !exists("/etc/jail") {
+				t.Cleanup(func() { os.RemoveAll("/etc/jail") })
+			}
+			os.MkdirAll(dir, 0o755)
+		}
+		path := filepath.Join(dir, name+".yaml")
+		if err := os.WriteFile(path, []byte(profile), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove(path) })
+		ws := sharedTempDir(t, rootless)
+		cmd := command(m, withProbe("--profile", name, "--workspace", ws, "--", "/opt/probe/jailprobe", "uring-create", "/workspace/suid")...)
+		cmd.Env = append(cmd.Env, env...)
+		r := runCmd(t, cmd)
+		var st syscall.Stat_t
+		if err := syscall.Stat(filepath.Join(ws, "suid"), &st); err == nil && st.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0 {
+			t.Errorf("through io_uring the sandbox made a set-id file on the host: mode %o, owner %d:%d (%s%s)", st.Mode, st.Uid, st.Gid, r.stdout, r.stderr)
 		}
 	})
 }

@@ -17,7 +17,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: jailprobe connect ADDR | ptrace PID | open-write PATH | flock PATH | tiocsti | fds | pids | growsdown MIB")
+		fmt.Fprintln(os.Stderr, "usage: jailprobe connect ADDR | ptrace PID | open-write PATH | flock PATH | tiocsti | fds | pids | growsdown MIB | uring-create PATH")
 		os.Exit(2)
 	}
 	arg := ""
@@ -83,6 +83,15 @@ func main() {
 			}
 			fmt.Printf("touched %d MiB\n", mib)
 			return
+		}
+	case "uring-create":
+		var res int32
+		if res, err = uringCreate(arg); err == nil {
+			var st unix.Stat_t
+			if err = unix.Stat(arg, &st); err == nil {
+				fmt.Printf("io_uring openat %d: mode %o\n", res, st.Mode)
+				return
+			}
 		}
 	case "pids":
 		entries, _ := os.ReadDir("/proc")
