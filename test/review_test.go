@@ -121,3 +121,42 @@ func TestSetIDGuardCoversIOUring(t *testing.T) {
 		}
 	})
 }
+
+// Issue 22, items 1 and 2 (review): root's jail gives a writable mount's
+// sandbox the powers of the directory's owner (an id-mapped mount), so the
+// directory must be the one the path's owner meant. A user who owns the
+// directory holding a workspace path made it a symlink to another user's
+// private project (behind a 0700 directory she cannot even enter): the
+// sandbox read that user's 0600 file and wrote files as that user. A
+// symlink another user planted (a checkout, an earlier sandbox writing its
+// own workspace) steers root the same way.
+func TestWritableSourceThroughAnotherUsersSymlink(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("root's jail id-maps writable mounts")
+	}
+	checkNoLeaks(t)
+	const other = 12345 // another user, with no account needed
+	victim := sharedTempDir(t, nil)
+	os.Chown(victim, other, other)
+	os.Chmod(victim, 0o700)
+	project := filepath.Join(victim, "project")
+	os.Mkdir(project, 0o755)
+	os.Chown(project, other, other)
+	secret := filepath.Join(project, "secret")
+	os.WriteFile(secret, []byte("VICTIM'S SECRET\n"), 0o600)
+	os.Chown(secret, other, other)
+
+	attacker := sharedTempDir(t, rootless)
+	ws := filepath.Join(attacker, "ws")
+	if err := os.Symlink(project, ws); err != nil {
+		t.Fatal(err)
+	}
+	os.Lchown(ws, rootless.uid, rootless.gid)
+	r := jail(t, asRoot, "run", "--workspace", ws, "--", "sh", "-c", "cat /workspace/secret; echo x > /workspace/planted")
+	if strings.Contains(r.stdout, "VICTIM'S SECRET") {
+		t.Errorf("through a symlink of uid %d, the sandbox read a 0600 file of uid %d", rootless.uid, other)
+	}
+	if exists(filepath.Join(project, "planted")) {
+		t.Errorf("through a symlink of uid %d, the sandbox wrote into uid %d's directory", rootless.uid, other)
+	}
+}
