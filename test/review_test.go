@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -158,5 +159,46 @@ func TestWritableSourceThroughAnotherUsersSymlink(t *testing.T) {
 	}
 	if exists(filepath.Join(project, "planted")) {
 		t.Errorf("through a symlink of uid %d, the sandbox wrote into uid %d's directory", rootless.uid, other)
+	}
+}
+
+// Issue 22, item 6 (review): without a cgroup, the notice says tasks are
+// bounded by RLIMIT_NPROC (--pids). RLIMIT_NPROC counts the tasks of one
+// user: with subordinate ids, sandbox root (which keeps SETUID) starts
+// --pids tasks under each of its 65535 other users. With --pids 16, 430
+// tasks lived at once.
+func TestFallbackPidsBoundAcrossUsers(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("needs python3")
+	}
+	acct, _ := subIDAccount(t)
+	checkNoLeaks(t)
+	const spread = `import os, time
+for u in range(1, 40):
+    if os.fork() == 0:
+        os.setgroups([]); os.setgid(u); os.setuid(u)
+        n = 0
+        for i in range(10):
+            try:
+                if os.fork() == 0:
+                    time.sleep(2); os._exit(0)
+                n += 1
+            except OSError:
+                pass
+        os.write(1, b"%d\n" % (n + 1)); time.sleep(2); os._exit(0)
+    time.sleep(0.02)
+time.sleep(2)
+`
+	cmd := exec.Command("setpriv", "--reuid", strconv.Itoa(acct.uid), "--regid", strconv.Itoa(acct.gid), "--clear-groups", "--",
+		jailBin, "run", "--pids", "16", "--", "python3", "-c", spread)
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "TMPDIR=" + jailTmp, "HOME=" + acct.home}
+	r := runCmd(t, cmd)
+	live := 0
+	for _, f := range strings.Fields(r.stdout) {
+		n, _ := strconv.Atoi(f)
+		live += n
+	}
+	if live > 16 {
+		t.Errorf("--pids 16: %d tasks lived at once, spread over the sandbox's users (exit %d, %s)", live, r.code, r.stderr)
 	}
 }
