@@ -202,3 +202,38 @@ time.sleep(2)
 		t.Errorf("--pids 16: %d tasks lived at once, spread over the sandbox's users (exit %d, %s)", live, r.code, r.stderr)
 	}
 }
+
+// Issue 22, items 7 and 15 (review): root's image store is hidden from
+// sandboxes on the host tree only where it is by default (/var/lib/jail is
+// masked). With JAIL_IMAGE_STORE elsewhere, every root sandbox sees it, and
+// since the layers' files belong to the sandboxes' own host ids (shifted
+// into HostRangeStart...), sandbox root is their owner and reads another
+// image's 0600 files.
+func TestImageStoreHiddenFromHostTree(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("root's store")
+	}
+	checkNoLeaks(t)
+	parent, err := os.MkdirTemp("/var/lib", "jail-review-")
+	if err != nil {
+		t.Skip(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(parent) })
+	os.Chmod(parent, 0o755)
+	store := filepath.Join(parent, "store")
+	dir := sharedTempDir(t, rootless)
+	layer := layerOf(t, append(busyboxEntries(t), entry{name: "etc/api-token", body: "IMAGE SECRET\n", mode: 0o600}))
+	writeLayout(t, filepath.Join(dir, "layout"), "localhost/private:1", image(t, nil, []string{"PATH=/bin"}, layer))
+	run := func(args ...string) result {
+		cmd := command(asRoot, args...)
+		cmd.Env = append(cmd.Env, "JAIL_IMAGE_STORE="+store)
+		return runCmd(t, cmd)
+	}
+	if r := run("image", "import", filepath.Join(dir, "layout")); r.code != 0 {
+		t.Fatalf("import: %s", r.stderr)
+	}
+	r := run("run", "--", "sh", "-c", "cat "+store+"/layers/*/etc/api-token 2>/dev/null; ls "+store+"/layers 2>/dev/null")
+	if strings.Contains(r.stdout, "IMAGE SECRET") || r.stdout != "" {
+		t.Errorf("a sandbox on the host tree sees root's image store %s: %q (%s)", store, r.stdout, r.stderr)
+	}
+}
