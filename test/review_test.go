@@ -1,6 +1,7 @@
 package test
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -235,5 +236,56 @@ func TestImageStoreHiddenFromHostTree(t *testing.T) {
 	r := run("run", "--", "sh", "-c", "cat "+store+"/layers/*/etc/api-token 2>/dev/null; ls "+store+"/layers 2>/dev/null")
 	if strings.Contains(r.stdout, "IMAGE SECRET") || r.stdout != "" {
 		t.Errorf("a sandbox on the host tree sees root's image store %s: %q (%s)", store, r.stdout, r.stderr)
+	}
+}
+
+// Review of issue 22 (the boundary beyond its items): --net none leaves
+// only loopback, but a sandbox on the host tree reaches every host service
+// whose unix socket lies outside the replaced /run and /tmp (MySQL's
+// /var/lib/mysql/mysql.sock on Red Hat systems, sssd's /var/lib/sss/pipes):
+// connect() needs write permission on the socket, which a read-only mount
+// does not take away. An overlay over the host tree would (a socket is
+// found by its inode, and the overlay's is not the bound one), as it keeps
+// locks inside (TestLocksOnLayersStayInside).
+func TestHostTreeUnixSocketsAreOutOfReach(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs a directory outside /tmp and /home")
+	}
+	dir, err := os.MkdirTemp("/var/lib", "jail-review-sock-")
+	if err != nil {
+		t.Skip(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	path := filepath.Join(dir, "service.sock")
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	os.Chmod(path, 0o777)
+	got := make(chan string, 4)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			b := make([]byte, 64)
+			n, _ := c.Read(b)
+			c.Close()
+			got <- string(b[:n])
+		}
+	}()
+	forEachMode(t, func(t *testing.T, m mode) {
+		r := jail(t, m, withProbe("--", "/opt/probe/jailprobe", "connect-unix", path)...)
+		if r.stdout == "ok\n" {
+			t.Errorf("with --net none, the sandbox connected to the host's %s", path)
+		}
+	})
+	select {
+	case msg := <-got:
+		t.Errorf("the host service received %q from a sandbox", msg)
+	default:
 	}
 }

@@ -17,7 +17,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: jailprobe connect ADDR | ptrace PID | open-write PATH | flock PATH | tiocsti | fds | pids | growsdown MIB | uring-create PATH")
+		fmt.Fprintln(os.Stderr, "usage: jailprobe connect ADDR | connect-unix PATH | ptrace PID | open-write PATH | flock PATH | tiocsti | fds | pids | growsdown MIB | uring-create PATH")
 		os.Exit(2)
 	}
 	arg := ""
@@ -29,6 +29,12 @@ func main() {
 	case "connect":
 		var c net.Conn
 		if c, err = net.DialTimeout("tcp", arg, 2*time.Second); err == nil {
+			c.Close()
+		}
+	case "connect-unix":
+		var c net.Conn
+		if c, err = net.DialTimeout("unix", arg, 2*time.Second); err == nil {
+			_, err = c.Write([]byte("from the sandbox\n"))
 			c.Close()
 		}
 	case "ptrace":
