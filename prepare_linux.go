@@ -379,16 +379,23 @@ func ResolveProfile(store profiles.Store, name string) (*profiles.Profile, secco
 	return seccomp.Cached(seccomp.CacheDir(), store.Files(), name, programs.ProfileResolver())
 }
 
-// canonical resolves the symlinks of dir when it exists; mount sources are
-// compared in that form.
+// canonical resolves the symlinks of dir, or of the longest part of it
+// that exists (a directory jail has not made yet lies where its parent
+// leads); mount sources are compared in that form.
 func canonical(dir string) string {
 	if dir == "" {
 		return ""
 	}
-	if resolved, err := filepath.EvalSymlinks(dir); err == nil {
-		return resolved
+	rest := ""
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if resolved, err := filepath.EvalSymlinks(d); err == nil {
+			return filepath.Join(resolved, rest)
+		}
+		if d == "/" || d == "." {
+			return dir
+		}
+		rest = filepath.Join(filepath.Base(d), rest)
 	}
-	return dir
 }
 
 // ImageStore is the caller's image store (images.CallerStore).
@@ -585,6 +592,14 @@ func jailStateDirs(store string) []string {
 	for _, h := range homes {
 		if filepath.IsAbs(h) && filepath.Clean(h) != "/" {
 			dirs = append(dirs, filepath.Join(h, ".cache", "jail"), filepath.Join(h, ".config", "jail"), filepath.Join(h, ".local", "share", "jail"))
+			// The credential stores of a home reached through a symlink
+			// (/home -> var/home), where the policy, which compares the
+			// home as $HOME names it, would not see them.
+			if real := canonical(h); real != filepath.Clean(h) {
+				for _, name := range rootfs.CredentialNames() {
+					dirs = append(dirs, filepath.Join(real, name))
+				}
+			}
 		}
 	}
 	dirs = append(dirs, fmt.Sprintf("/run/user/%d/jail", os.Getuid()))
@@ -652,7 +667,17 @@ func hostHomes(callerHome string) []string {
 		passwd, _ = io.ReadAll(io.LimitReader(f, 4<<20))
 		f.Close()
 	}
-	return rootfs.HomeMasks(passwd, os.Getuid(), callerHome)
+	// /home and /root are replaced whole in the sandbox's root; where one
+	// is a symlink (ostree systems: /home -> var/home, /root ->
+	// var/roothome), what it leads to comes with the rest of the host
+	// tree and is masked as a home. Two lstat calls when neither is.
+	homes := []string{callerHome}
+	for _, top := range []string{"/home", "/root"} {
+		if real, err := filepath.EvalSymlinks(top); err == nil && real != top {
+			homes = append(homes, real)
+		}
+	}
+	return rootfs.HomeMasks(passwd, os.Getuid(), homes...)
 }
 
 // shareWritableMounts makes what the sandbox writes in a writable mount

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -56,6 +57,17 @@ var sensitiveTrees = []string{"/proc", "/sys", "/dev", "/boot"}
 var sensitiveNames = map[string]bool{
 	".ssh": true, ".aws": true, ".gnupg": true, ".docker": true, ".kube": true,
 	".netrc": true, ".git-credentials": true, ".pgpass": true,
+}
+
+// CredentialNames are the names of credential stores that no mount source
+// may be or hold, in a home or anywhere.
+func CredentialNames() []string {
+	names := make([]string, 0, len(sensitiveNames))
+	for n := range sensitiveNames {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
 }
 
 // CheckMountSource refuses host paths that must not be visible in a sandbox.

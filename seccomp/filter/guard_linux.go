@@ -15,9 +15,12 @@ import (
 // chmod and its kin with S_ISUID or S_ISGID, and a file created with them
 // (open, openat, creat, mknod, mknodat with O_CREAT or O_TMPFILE). openat2
 // carries its mode where a filter cannot read it and fails with ENOSYS,
-// which libcs and Go answer by falling back to openat. mkdir is left
-// alone: a set-group-ID directory only passes its group on. Other
-// architectures' calls fail with ENOSYS (the profiles refuse them anyway).
+// which libcs and Go answer by falling back to openat; so does
+// io_uring_setup, whatever the profile allows: a ring's openat takes its
+// mode from memory no filter reads (liburing's users fall back to plain
+// syscalls). mkdir is left alone: a set-group-ID directory only passes
+// its group on. Other architectures' calls fail with ENOSYS (the profiles
+// refuse them anyway).
 func SetIDGuard() []byte {
 	var g guardBuilder
 	g.load(offsetArch)

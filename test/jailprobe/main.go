@@ -17,7 +17,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: jailprobe connect ADDR | ptrace PID | open-write PATH | flock PATH | tiocsti | fds | pids")
+		fmt.Fprintln(os.Stderr, "usage: jailprobe connect ADDR | connect-unix PATH | ptrace PID | open-write PATH | flock PATH | tiocsti | fds | pids | growsdown MIB | uring-create PATH")
 		os.Exit(2)
 	}
 	arg := ""
@@ -29,6 +29,12 @@ func main() {
 	case "connect":
 		var c net.Conn
 		if c, err = net.DialTimeout("tcp", arg, 2*time.Second); err == nil {
+			c.Close()
+		}
+	case "connect-unix":
+		var c net.Conn
+		if c, err = net.DialTimeout("unix", arg, 2*time.Second); err == nil {
+			_, err = c.Write([]byte("from the sandbox\n"))
 			c.Close()
 		}
 	case "ptrace":
@@ -72,6 +78,27 @@ func main() {
 	case "syscalls":
 		trySyscalls()
 		return
+	case "growsdown":
+		// Maps MiB of private memory as a stack mapping (MAP_GROWSDOWN),
+		// which RLIMIT_DATA does not count, and touches every page.
+		mib, _ := strconv.Atoi(arg)
+		var mem []byte
+		if mem, err = unix.Mmap(-1, 0, mib<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_GROWSDOWN); err == nil {
+			for i := 0; i < len(mem); i += 4096 {
+				mem[i] = 1
+			}
+			fmt.Printf("touched %d MiB\n", mib)
+			return
+		}
+	case "uring-create":
+		var res int32
+		if res, err = uringCreate(arg); err == nil {
+			var st unix.Stat_t
+			if err = unix.Stat(arg, &st); err == nil {
+				fmt.Printf("io_uring openat %d: mode %o\n", res, st.Mode)
+				return
+			}
+		}
 	case "pids":
 		entries, _ := os.ReadDir("/proc")
 		var pids []int
