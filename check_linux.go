@@ -110,7 +110,7 @@ func checkCgroups() Feature {
 	}
 	l, err := cgroups.Detect()
 	if l.Version == cgroups.None {
-		f.Detail = fmt.Sprintf("not available: %s: %v; without a cgroup, %s", layout, err, FallbackLimits(true))
+		f.Detail = fmt.Sprintf("not available: %s: %v; without a cgroup, %s", layout, err, FallbackLimits(true, false))
 		return f
 	}
 	f.Available = true

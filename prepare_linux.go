@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -98,6 +99,8 @@ type plan struct {
 	limits cgroups.Limits
 	// notices are jail's own one-line remarks, shown once the command runs.
 	notices []string
+	// guards are jail's own filter rules for this sandbox (filter.Guard).
+	guards filter.Guards
 }
 
 func (p *plan) close() {
@@ -306,7 +309,7 @@ func resolve(spec *Spec) (*plan, error) {
 		p.cfg.Rootfs.Lowers = []config.Layer{{Path: src.path, Dev: src.stat.Dev, Ino: src.stat.Ino}}
 	default:
 		p.cfg.Rootfs.HostTree = true
-		p.cfg.Masks = append(p.cfg.Masks, hostHomes(callerHome)...)
+		p.cfg.Masks = append(append(p.cfg.Masks, hostHomes(callerHome)...), stateMasks()...)
 	}
 
 	mounts := spec.Mounts
@@ -345,10 +348,10 @@ func resolve(spec *Spec) (*plan, error) {
 	for _, m := range p.cfg.Mounts {
 		if m.Writable {
 			// Nothing made in a host directory may be set-id there.
-			p.cfg.Seccomp.Guard = filter.SetIDGuard()
-			break
+			p.guards.SetID = true
 		}
 	}
+	p.cfg.Seccomp.Guard = filter.Guard(p.guards)
 
 	if spec.Workdir != "" {
 		if err := rootfs.CheckWorkdir(spec.Workdir); err != nil {
@@ -507,8 +510,8 @@ func checkMount(m Mount, callerHome string, jailDirs []string) (config.Mount, *h
 type hostSource struct {
 	file *os.File // O_PATH
 	// path is the canonical path, which the kernel gives the opened
-	// object too.
-	path string
+	// object too; written is the absolute path as the caller wrote it.
+	path, written string
 	stat unix.Stat_t
 }
 
@@ -559,7 +562,7 @@ func openHostSource(path, callerHome string, jailDirs []string) (*hostSource, er
 	if err != nil {
 		return nil, fmt.Errorf("open: %w", err)
 	}
-	src := &hostSource{file: os.NewFile(uintptr(fd), real), path: real}
+	src := &hostSource{file: os.NewFile(uintptr(fd), real), path: real, written: abs}
 	named, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
 	if err != nil || named != real {
 		src.close()
@@ -627,7 +630,15 @@ func jailStateDirs(store string) []string {
 func (p *plan) fallbackLimits() string {
 	mem := p.limits.Memory
 	l := &p.cfg.Limits
-	l.RlimitData, l.RlimitNproc = mem, p.limits.Pids
+	l.RlimitData, l.RlimitNproc, l.RlimitStack = mem, p.limits.Pids, mem
+	// A stack mapping is private memory that RLIMIT_DATA does not count.
+	p.guards.NoGrowsDown = true
+	// RLIMIT_NPROC counts one user's tasks: with subordinate ids, sandbox
+	// root could start --pids tasks under each of its other ids. Without
+	// SETUID and SETGID it stays one user (its files keep their owners).
+	if p.id.SubIDs {
+		p.cfg.Capabilities &^= 1<<unix.CAP_SETUID | 1<<unix.CAP_SETGID
+	}
 	// tmp, upper, home a sixth each, /dev/shm an eighth, /run a
 	// sixteenth, System V shm the remaining eighth or so.
 	l.TmpSize, l.UpperSize, l.HomeSize = min(l.TmpSize, mem/6), min(l.UpperSize, mem/6), min(l.HomeSize, mem/6)
@@ -638,24 +649,51 @@ func (p *plan) fallbackLimits() string {
 	if sysv {
 		l.SysVShm = mem / 8
 	}
-	return FallbackLimits(sysv)
+	return FallbackLimits(sysv, p.id.SubIDs)
 }
 
 // FallbackLimits says what bounds a sandbox that has no cgroup (rootless
 // on cgroup v1, or v2 without a delegated subtree), and what does not;
 // sysv tells whether System V shared memory is bounded (it is unless the
-// sandbox runs as a non-root user with only the caller's id).
-func FallbackLimits(sysv bool) string {
-	bounded := "each process's private memory is bounded by RLIMIT_DATA (--memory), the writable tmpfs mounts " +
+// sandbox runs as a non-root user with only the caller's id), and perUser
+// whether the sandbox has several users (subordinate ids), each of which
+// RLIMIT_NPROC would count apart.
+func FallbackLimits(sysv, perUser bool) string {
+	bounded := "each process's private memory is bounded by RLIMIT_DATA and its stack by RLIMIT_STACK (--memory; " +
+		"stack mappings are refused), the writable tmpfs mounts " +
 		"(/tmp, /run, /dev/shm, the home and the root's writable layer) by sizes that add up to less than --memory, "
 	notBounded := "NOT bounded: memfd and other shared mappings, "
 	if sysv {
-		bounded += "System V shared memory by the ipc namespace's shmall (an eighth of --memory), "
+		bounded += "System V shared memory and message queues by the ipc namespace's limits (an eighth and a sixteenth of --memory), "
 	} else {
 		notBounded += "System V shared memory, "
 	}
-	return bounded + "and tasks by RLIMIT_NPROC (--pids); " + notBounded +
+	tasks := "and tasks by RLIMIT_NPROC (--pids); "
+	if perUser {
+		tasks = "and tasks by RLIMIT_NPROC (--pids), which counts one user's: sandbox root keeps no SETUID or SETGID here, so it cannot switch users; "
+	}
+	return bounded + tasks + notBounded +
 		"the page cache, kernel memory, and CPU (--cpus is not enforced)"
+}
+
+// stateMasks are jail's own directories that a sandbox on the host tree
+// must not see where no other mask hides them: root's filter cache and
+// configuration, and an image store outside /var/lib/jail (its layers
+// belong to the sandboxes' own host ids, so any sandbox could read every
+// image's files). A rootless caller's are in its home, masked already,
+// unless $JAIL_IMAGE_STORE puts the store elsewhere. Missing ones cost
+// nothing (the init skips them).
+func stateMasks() []string {
+	var dirs []string
+	if os.Geteuid() == 0 {
+		dirs = append(dirs, "/var/cache/jail", "/etc/jail")
+	}
+	for _, d := range []string{ImageStore().Root, os.Getenv("JAIL_IMAGE_STORE")} {
+		if d = filepath.Clean(d); filepath.IsAbs(d) && d != "/" && d != "/var/lib/jail" && !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
 }
 
 // hostHomes are the homes of the host's accounts that a sandbox on the host
@@ -697,9 +735,14 @@ func (p *plan) shareWritableMounts(sources []*hostSource) error {
 		if !m.Writable {
 			continue
 		}
+		// m and sources[i] are the same mount.
 		if m.SourceUID == 0 || m.SourceGID == 0 {
 			return invalid(mountFlag(m), "owned by host root (%d:%d): what a sandbox writes there would be root's on the host; "+
 				"give it to an unprivileged owner first (chown), or mount it read-only", m.SourceUID, m.SourceGID)
+		}
+		if err := ownersPath(sources[i]); err != nil {
+			return invalid(mountFlag(m), "%v: the sandbox would write as its owner (uid %d) where someone else led it; "+
+				"name the directory by a path only root and its owner control", err, m.SourceUID)
 		}
 		writable = append(writable, i)
 	}
@@ -720,6 +763,67 @@ func (p *plan) shareWritableMounts(sources []*hostSource) error {
 		return invalid(mountFlag(first), "this kernel cannot id-map its filesystem (%v), and %v", err, mapErr)
 	}
 	return nil
+}
+
+// ownersPath checks that the way to a writable source, as root was asked
+// to take it, is in the hands of root and the source's owner only: every
+// symbolic link crossed is theirs, and every directory above the source is
+// theirs and writable by nobody else (a root-owned sticky one, such as
+// /tmp, may be: there nobody can rename another's entry). Otherwise a
+// third user could lead root's id-mapped mount, which acts as the owner,
+// into the owner's directory (a symlink of their own in a path root was
+// given, or a directory renamed into one they can write).
+func ownersPath(src *hostSource) error {
+	owner := src.stat.Uid
+	theirs := func(uid uint32) bool { return uid == 0 || uid == owner }
+	// The path as written, resolved by hand, to see every link on it.
+	resolved, rest := "/", strings.Split(strings.TrimPrefix(src.written, "/"), "/")
+	for links := 0; len(rest) > 0; {
+		name := rest[0]
+		rest = rest[1:]
+		if name == "" || name == "." {
+			continue
+		}
+		next := filepath.Join(resolved, name)
+		var st unix.Stat_t
+		if err := unix.Lstat(next, &st); err != nil {
+			return fmt.Errorf("lstat %s: %w", next, err)
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFLNK {
+			resolved = next
+			continue
+		}
+		if !theirs(st.Uid) {
+			return fmt.Errorf("the symbolic link %s belongs to uid %d", next, st.Uid)
+		}
+		if links++; links > 40 {
+			return fmt.Errorf("%s: too many levels of symbolic links", src.written)
+		}
+		target, err := os.Readlink(next)
+		if err != nil {
+			return err
+		}
+		if filepath.IsAbs(target) {
+			resolved = "/"
+		}
+		rest = append(strings.Split(target, "/"), rest...)
+	}
+	// Every directory above the source, as opened.
+	for dir := filepath.Dir(src.path); ; dir = filepath.Dir(dir) {
+		var st unix.Stat_t
+		if err := unix.Lstat(dir, &st); err != nil {
+			return fmt.Errorf("lstat %s: %w", dir, err)
+		}
+		if !theirs(st.Uid) {
+			return fmt.Errorf("%s belongs to uid %d", dir, st.Uid)
+		}
+		if st.Mode&0o022 != 0 && (st.Uid != 0 || st.Mode&unix.S_ISVTX == 0) {
+			return fmt.Errorf("%s is writable by others (mode %#o)", dir, st.Mode&0o7777)
+		}
+		if dir == "/" {
+			return nil
+		}
+	}
 }
 
 // mountFlag names a mount as the caller wrote it, for errors.

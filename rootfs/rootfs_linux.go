@@ -493,7 +493,10 @@ func (b *builder) ipcLimits() error {
 	for _, f := range []struct {
 		path  string
 		value int64
-	}{{"/proc/sys/kernel/shmmax", bytes}, {"/proc/sys/kernel/shmall", bytes / int64(os.Getpagesize())}} {
+	}{{"/proc/sys/kernel/shmmax", bytes}, {"/proc/sys/kernel/shmall", bytes / int64(os.Getpagesize())},
+		// Message queues: half as much again, in queues of the kernel's
+		// default 16 KiB.
+		{"/proc/sys/kernel/msgmnb", 16384}, {"/proc/sys/kernel/msgmni", max(1, bytes/2/16384)}} {
 		fd, err := unix.Openat2(int(b.root.Fd()), f.path, &unix.OpenHow{Flags: unix.O_WRONLY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS})
 		if err != nil {
 			return step("ipc limits", fmt.Errorf("%s: %w", f.path, err))

@@ -112,6 +112,9 @@ type Limits struct {
 	// runs: the fallback where no cgroup can hold the sandbox.
 	RlimitData  int64 `json:"rlimit_data,omitempty"`
 	RlimitNproc int64 `json:"rlimit_nproc,omitempty"`
+	// RlimitStack, when not 0, is the hard limit of RLIMIT_STACK (the soft
+	// one at most 8 MiB): a stack's growth is not data.
+	RlimitStack int64 `json:"rlimit_stack,omitempty"`
 	// SysVShm, when not 0, bounds the System V shared memory of the
 	// sandbox's ipc namespace (kernel.shmmax and shmall): the fallback
 	// too, since no cgroup charges it.

@@ -272,7 +272,7 @@ func encodeConfig(w *writer, c *config.Init) {
 	w.string(c.Hostname)
 	encodeProcess(w, &c.Process)
 	l := c.Limits
-	for _, v := range []int64{l.TmpSize, l.RunSize, l.ShmSize, l.UpperSize, l.HomeSize, l.RlimitData, l.RlimitNproc, l.SysVShm} {
+	for _, v := range []int64{l.TmpSize, l.RunSize, l.ShmSize, l.UpperSize, l.HomeSize, l.RlimitData, l.RlimitNproc, l.SysVShm, l.RlimitStack} {
 		w.int(v)
 	}
 	w.strings(c.Masks)
@@ -356,7 +356,7 @@ func decodeConfig(r *reader) *config.Init {
 	c.Hostname = r.string()
 	decodeProcess(r, &c.Process)
 	l := &c.Limits
-	for _, v := range []*int64{&l.TmpSize, &l.RunSize, &l.ShmSize, &l.UpperSize, &l.HomeSize, &l.RlimitData, &l.RlimitNproc, &l.SysVShm} {
+	for _, v := range []*int64{&l.TmpSize, &l.RunSize, &l.ShmSize, &l.UpperSize, &l.HomeSize, &l.RlimitData, &l.RlimitNproc, &l.SysVShm, &l.RlimitStack} {
 		*v = r.int()
 	}
 	c.Masks = r.strings()

@@ -421,6 +421,22 @@ func setRlimits(l config.Limits) error {
 			return err
 		}
 	}
+	if l.RlimitStack > 0 {
+		// The hard limit bounds a stack's growth; the soft one stays
+		// small, since threads' stacks are sized from it.
+		var lim unix.Rlimit
+		if err := unix.Getrlimit(unix.RLIMIT_STACK, &lim); err != nil {
+			return err
+		}
+		maxStack := uint64(l.RlimitStack)
+		if lim.Cur == unix.RLIM_INFINITY || lim.Cur > maxStack {
+			lim.Cur = min(maxStack, 8<<20)
+		}
+		lim.Max = maxStack
+		if err := unix.Setrlimit(unix.RLIMIT_STACK, &lim); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -23,7 +23,7 @@ type Filter struct {
 	Allowlist []byte `json:"allowlist"`
 	Denials   []byte `json:"denials,omitempty"`
 	// Guard, if any, is jail's own program for this sandbox, beyond its
-	// profile (SetIDGuard).
+	// profile (Guard).
 	Guard []byte `json:"guard,omitempty"`
 }
 

@@ -7,17 +7,18 @@ const (
 	x32Bit     = 0x40000000
 )
 
-var guardedCalls = []guardedCall{
-	{nr: unix.SYS_CHMOD, mode: 1, flags: -1},
-	{nr: unix.SYS_FCHMOD, mode: 1, flags: -1},
-	{nr: unix.SYS_FCHMODAT, mode: 2, flags: -1},
-	{nr: unix.SYS_FCHMODAT2, mode: 2, flags: -1},
-	{nr: unix.SYS_CREAT, mode: 1, flags: -1},
-	{nr: unix.SYS_MKNOD, mode: 1, flags: -1},
-	{nr: unix.SYS_MKNODAT, mode: 2, flags: -1},
-	{nr: unix.SYS_OPEN, mode: 2, flags: 1},
-	{nr: unix.SYS_OPENAT, mode: 3, flags: 2},
-	{nr: unix.SYS_OPENAT2, mode: -1, flags: -1},
+// setIDCalls are what the set-id guard inspects.
+var setIDCalls = []guardedCall{
+	{nr: unix.SYS_CHMOD, arg: 1, flags: -1, bits: setIDBits},
+	{nr: unix.SYS_FCHMOD, arg: 1, flags: -1, bits: setIDBits},
+	{nr: unix.SYS_FCHMODAT, arg: 2, flags: -1, bits: setIDBits},
+	{nr: unix.SYS_FCHMODAT2, arg: 2, flags: -1, bits: setIDBits},
+	{nr: unix.SYS_CREAT, arg: 1, flags: -1, bits: setIDBits},
+	{nr: unix.SYS_MKNOD, arg: 1, flags: -1, bits: setIDBits},
+	{nr: unix.SYS_MKNODAT, arg: 2, flags: -1, bits: setIDBits},
+	{nr: unix.SYS_OPEN, arg: 2, flags: 1, bits: setIDBits},
+	{nr: unix.SYS_OPENAT, arg: 3, flags: 2, bits: setIDBits},
+	{nr: unix.SYS_OPENAT2, arg: -1, flags: -1},
 	// io_uring opens files (with a mode) where no filter looks.
-	{nr: unix.SYS_IO_URING_SETUP, mode: -1, flags: -1},
+	{nr: unix.SYS_IO_URING_SETUP, arg: -1, flags: -1},
 }

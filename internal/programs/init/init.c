@@ -204,7 +204,7 @@ struct config {
 	char *hostname;
 	struct process process;
 	int64_t tmp_size, run_size, shm_size, upper_size, home_size;
-	int64_t rlimit_data, rlimit_nproc, sysv_shm;
+	int64_t rlimit_data, rlimit_nproc, sysv_shm, rlimit_stack;
 	char **masks;
 	size_t nmasks;
 	char **read_only_paths;
@@ -387,7 +387,7 @@ static struct config *read_config(struct reader *r)
 	c->hostname = read_string(r);
 	read_process(r, &c->process);
 	int64_t *limits[] = {&c->tmp_size, &c->run_size, &c->shm_size, &c->upper_size,
-			     &c->home_size, &c->rlimit_data, &c->rlimit_nproc, &c->sysv_shm};
+			     &c->home_size, &c->rlimit_data, &c->rlimit_nproc, &c->sysv_shm, &c->rlimit_stack};
 	for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++)
 		*limits[i] = read_int(r);
 	c->masks = read_strings(r, &c->nmasks);
@@ -614,7 +614,12 @@ static const char *const host_masked[] = {
 	"/var/run/docker.sock", "/var/run/containerd/containerd.sock",
 	"/etc/sudoers.d", "/etc/ssl/private", "/var/lib/sudo",
 	"/var/lib/docker", "/var/lib/containerd", "/var/lib/containers",
-	"/var/spool/cron/crontabs", "/var/lib/jail", NULL,
+	"/var/spool/cron/crontabs", "/var/lib/jail",
+	/* Host services' unix sockets outside /run and /tmp: a read-only
+	 * mount does not stop connect() (README, Known limits). */
+	"/var/lib/mysql", "/var/lib/sss/pipes", "/var/spool/postfix/private",
+	"/var/spool/postfix/public", "/var/lib/libvirt", "/var/lib/lxd",
+	"/var/snap/lxd/common/lxd", "/var/lib/incus", "/var/lib/rancher", NULL,
 };
 static const char *const host_masked_globs[] = {"/etc/ssh/ssh_host_*_key", NULL};
 static const char *const kernel_masked[] = {
@@ -1284,7 +1289,12 @@ static int ipc_limits(struct builder *b)
 	struct {
 		const char *path;
 		int64_t value;
-	} files[] = {{"/proc/sys/kernel/shmmax", bytes}, {"/proc/sys/kernel/shmall", bytes / (page > 0 ? page : 4096)}};
+	} files[] = {{"/proc/sys/kernel/shmmax", bytes},
+		     {"/proc/sys/kernel/shmall", bytes / (page > 0 ? page : 4096)},
+		     /* Message queues: half as much again, in queues of the
+		      * kernel's default 16 KiB. */
+		     {"/proc/sys/kernel/msgmnb", 16384},
+		     {"/proc/sys/kernel/msgmni", bytes / 2 / 16384 > 0 ? bytes / 2 / 16384 : 1}};
 	struct open_how how = {.flags = O_WRONLY | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS};
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
 		char text[32];
@@ -1690,6 +1700,19 @@ static int set_rlimits(const struct config *c, struct failure *f)
 		struct rlimit lim = {(rlim_t)limits[i].value, (rlim_t)limits[i].value};
 		if (setrlimit(limits[i].resource, &lim) != 0)
 			return fail_errno(f, "rlimits", NULL);
+	}
+	if (c->rlimit_stack > 0) {
+		/* The hard limit bounds a stack's growth; the soft one stays
+		 * small, since threads' stacks are sized from it. */
+		struct rlimit lim;
+		if (getrlimit(RLIMIT_STACK, &lim) != 0)
+			return fail_errno(f, "rlimits", "stack");
+		rlim_t max = (rlim_t)c->rlimit_stack;
+		if (lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur > max)
+			lim.rlim_cur = max < ((rlim_t)8 << 20) ? max : ((rlim_t)8 << 20);
+		lim.rlim_max = max;
+		if (setrlimit(RLIMIT_STACK, &lim) != 0)
+			return fail_errno(f, "rlimits", "stack");
 	}
 	return 0;
 }
