@@ -512,7 +512,7 @@ type hostSource struct {
 	// path is the canonical path, which the kernel gives the opened
 	// object too; written is the absolute path as the caller wrote it.
 	path, written string
-	stat unix.Stat_t
+	stat          unix.Stat_t
 }
 
 func (s *hostSource) isDir() bool { return s.stat.Mode&unix.S_IFMT == unix.S_IFDIR }
