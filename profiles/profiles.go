@@ -21,7 +21,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -310,41 +309,15 @@ func profileName(file string) (string, bool) {
 	return name, ok && ValidName(name)
 }
 
-// readOwn reads file in dir, refusing a symbolic link, anything but a
-// regular file, a file of another owner than root and uid, one that group
-// or others may write, and one larger than MaxFileSize.
+// readOwn reads file in dir (privdir.ReadFile): a regular file of root's
+// or uid's that group and others cannot write, of at most MaxFileSize
+// bytes, never through a symbolic link.
 func readOwn(dir *os.File, file string, uid int) ([]byte, error) {
-	fd, err := unix.Openat(int(dir.Fd()), file, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	data, err := privdir.ReadFile(dir, file, MaxFileSize, 0, uid)
 	if err == unix.ELOOP {
 		return nil, errors.New("a symbolic link: a profile is read only from a file of its own in its directory")
 	}
-	if err != nil {
-		return nil, err
-	}
-	f := os.NewFile(uintptr(fd), file)
-	defer f.Close()
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, err
-	}
-	switch {
-	case st.Mode&unix.S_IFMT != unix.S_IFREG:
-		return nil, errors.New("not a regular file")
-	case st.Uid != 0 && int(st.Uid) != uid:
-		return nil, fmt.Errorf("owned by uid %d, neither root nor uid %d", st.Uid, uid)
-	case st.Mode&0o022 != 0:
-		return nil, fmt.Errorf("writable by group or others (mode %#o)", st.Mode&0o7777)
-	case st.Size > MaxFileSize:
-		return nil, fmt.Errorf("larger than %d bytes", MaxFileSize)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > MaxFileSize {
-		return nil, fmt.Errorf("larger than %d bytes", MaxFileSize)
-	}
-	return data, nil
+	return data, err
 }
 
 //go:embed builtin/*.yaml

@@ -15,7 +15,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -141,20 +140,7 @@ func Cached(dir string, user profiles.Files, name string, r Resolver) (*profiles
 // readEntry reads file in dir if it is a regular file of uid's that
 // group and others cannot write, of at most maxEntry bytes.
 func readEntry(dir *os.File, file string, uid int) ([]byte, error) {
-	fd, err := unix.Openat(int(dir.Fd()), file, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	f := os.NewFile(uintptr(fd), file)
-	defer f.Close()
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, err
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != uid || st.Mode&0o022 != 0 || st.Size > maxEntry {
-		return nil, errors.New("not an entry of this cache")
-	}
-	return io.ReadAll(io.LimitReader(f, maxEntry))
+	return privdir.ReadFile(dir, file, maxEntry, uid)
 }
 
 // writeEntry writes data as file in dir: under a temporary name, then

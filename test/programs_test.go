@@ -117,7 +117,9 @@ func TestPlantedProgramsNeverRun(t *testing.T) {
 			_ = cmd.Process.Signal(syscall.SIGTERM)
 			_ = cmd.Wait()
 		}()
-		c := client.New(socket)
+		// (The server is another user's, whom the client trusts only when
+		// told.)
+		c := client.New(socket, client.ServerUser(a.uid))
 		defer c.Close()
 		// The first serve writes and checks every program's copy: under
 		// software emulation (the v2 VM) that takes a while.

@@ -211,3 +211,42 @@ func HomeOf(uid int) (string, error) {
 	}
 	return "", fmt.Errorf("uid %d: no entry in /etc/passwd", uid)
 }
+
+// ReadFile reads file in dir (an open directory) when it is a regular file
+// that one of owners owns and that group and others cannot write, of at
+// most max bytes: opened without following a link, without blocking (a
+// FIFO is refused, not waited on), and read through that descriptor.
+func ReadFile(dir *os.File, file string, max int64, owners ...int) ([]byte, error) {
+	fd, err := unix.Openat(int(dir.Fd()), file, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), file)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, err
+	}
+	owned := false
+	for _, o := range owners {
+		owned = owned || int(st.Uid) == o
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		return nil, errors.New("not a regular file")
+	case !owned:
+		return nil, fmt.Errorf("owned by uid %d, not by %s", st.Uid, strings.Trim(fmt.Sprint(owners), "[]"))
+	case st.Mode&0o022 != 0:
+		return nil, fmt.Errorf("writable by group or others (mode %#o)", st.Mode&0o7777)
+	case st.Size > max:
+		return nil, fmt.Errorf("larger than %d bytes", max)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("larger than %d bytes", max)
+	}
+	return data, nil
+}
