@@ -35,8 +35,11 @@ func TestJailsHeapRefusesHugePages(t *testing.T) {
 }
 
 // largestAnonymousMapping returns the address range and the VmFlags of the
-// anonymous mapping of pid with the most resident memory: a Go program's
-// heap.
+// anonymous mapping of pid with the most resident memory above 4 GiB: a Go
+// program's heap. (Below it, right after the static binary, lie its bss
+// sections, crypto's 32 MiB DRBG buffer among them, which are no heap and
+// which a kernel that gives huge pages everywhere backs with one as soon
+// as they are touched.)
 func largestAnonymousMapping(t *testing.T, pid int) (addresses, flags string) {
 	t.Helper()
 	f, err := os.Open(fmt.Sprintf("/proc/%d/smaps", pid))
@@ -54,6 +57,9 @@ func largestAnonymousMapping(t *testing.T, pid int) (addresses, flags string) {
 		case len(fields) >= 5 && strings.Contains(fields[0], "-") && !strings.HasSuffix(fields[0], ":"):
 			// A mapping's header: range, mode, offset, device, inode[, path].
 			current, anonymous = fields[0], len(fields) == 5
+			if start, err := strconv.ParseUint(strings.Split(fields[0], "-")[0], 16, 64); err != nil || start < 1<<32 {
+				anonymous = false
+			}
 		case len(fields) >= 2 && fields[0] == "Rss:":
 			rss, _ = strconv.Atoi(fields[1])
 		case fields[0] == "VmFlags:" && anonymous && rss > most:
