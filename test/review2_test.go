@@ -1,0 +1,162 @@
+package test
+
+// Reproductions from the second adversarial review of issue 22 (helper
+// programs, the image store, jail serve, profiles, janitors).
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// hostVisibleDir makes a directory, removed when the test ends, where a
+// sandbox on the host tree sees it (not below /tmp, /run, /var/tmp or a
+// home, which sandboxes get their own of or do not see), owned by owner
+// (nil: root).
+func hostVisibleDir(t *testing.T, owner *account) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/var/lib", "jail-review2-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// rm copes with trees deeper than the descriptors a process
+		// may hold, which os.RemoveAll does not.
+		if out, err := exec.Command("rm", "-rf", "--one-file-system", dir).CombinedOutput(); err != nil {
+			t.Errorf("remove %s: %v %s", dir, err, out)
+		}
+	})
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if owner != nil {
+		if err := os.Chown(dir, owner.uid, owner.gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// TestSandboxCannotDriveItsUsersServer: a rootless sandbox runs as its
+// user, so the 0600 socket of that user's `jail serve` lets it connect
+// wherever the socket is visible on the host tree (a read-only mount does
+// not stop connect(); only /run, /tmp and homes are the sandbox's own or
+// hidden). Through it the sandbox asked for a new sandbox with a writable
+// workspace of a host directory it could only read, and wrote there. The
+// server must not take requests from a process of another user namespace
+// (a sandbox), whatever the socket's permissions let through.
+func TestSandboxCannotDriveItsUsersServer(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl is needed inside the sandbox")
+	}
+	m := asRootless
+	checkNoLeaks(t)
+	dir := hostVisibleDir(t, rootless)
+	proj := filepath.Join(dir, "proj")
+	if err := os.Mkdir(proj, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	victim := filepath.Join(proj, "file")
+	if err := os.WriteFile(victim, []byte("original\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{proj, victim} {
+		os.Chown(p, rootless.uid, rootless.gid)
+	}
+	// A CI step without XDG_RUNTIME_DIR gives the socket a place of the
+	// user's own.
+	socket := filepath.Join(dir, "serve", "jail.sock")
+	startServeAt(t, m, socket, nil)
+
+	body := `{"cmd":"sh","args":["-c","echo PWNED > /workspace/file"],"workspace":"` + proj + `"}`
+	r := jail(t, m, "run", "--", "sh", "-c",
+		"echo x >> "+victim+" 2>/dev/null && echo WROTE-DIRECTLY; curl -s -m 20 --unix-socket "+socket+" --data-binary '"+body+"' http://jail/v1/run; echo; echo curl-exit=$?")
+	t.Logf("sandbox: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	if strings.Contains(r.stdout, "WROTE-DIRECTLY") {
+		t.Fatal("the host tree is writable: the test's premise is wrong")
+	}
+	data, _ := os.ReadFile(victim)
+	if string(data) != "original\n" {
+		t.Errorf("the host file read-only to the sandbox now holds %q: the sandbox had its user's server run a sandbox with it writable", data)
+	}
+	if strings.Contains(r.stdout, `"exit_code"`) {
+		t.Errorf("the server answered a request from inside a sandbox: %s", r.stdout)
+	}
+}
+
+// deepName is a path of depth directories named "d", then file.
+func deepName(depth int, file string) string {
+	return strings.Repeat("d/", depth) + file
+}
+
+// TestImageImportCountsTheDirectoriesAPathMakes (SECURITY-LESSONS row
+// 30): an entry's parent directories that no entry of their own names are
+// made all the same (os.Root.MkdirAll), and cost an inode and a block
+// each, but only the entry was charged: one entry of a 10 KiB path made
+// 5000 directories (20 MB on ext4, 5000 inodes) under a 1 MiB bound, and
+// a 1 MiB PAX path, a few hundred bytes compressed, makes half a million.
+// Every directory an import makes must count against the bounds.
+func TestImageImportCountsTheDirectoriesAPathMakes(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		store := filepath.Join(hostVisibleDir(t, ownerOf(m)), "store")
+		jailS := func(args ...string) result {
+			t.Helper()
+			cmd := command(m, args...)
+			cmd.Env = append(cmd.Env, "JAIL_IMAGE_STORE="+store)
+			return runCmd(t, cmd)
+		}
+		dir := sharedTempDir(t, rootless)
+		layout := filepath.Join(dir, "deep")
+		writeLayout(t, layout, "localhost/deep:1", image(t, nil, nil,
+			layerOf(t, []entry{{name: deepName(5000, "f"), body: "x"}})))
+		r := jailS("image", "import", layout, "--quiet", "--max-layer-size", "1M")
+		var dirs int
+		filepath.WalkDir(store, func(_ string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs++
+			}
+			return nil
+		})
+		if r.code != 125 || !strings.Contains(r.stderr, "exceeds the bound of 1 MiB per layer") {
+			t.Errorf("import of one entry 5000 directories deep under --max-layer-size 1M: exit %d, %q; want it refused as past the bound", r.code, r.stderr)
+		}
+		if dirs > 16 {
+			t.Errorf("the store holds %d directories after the import", dirs)
+		}
+	})
+}
+
+// TestImageStoreRemovesDeepLayers: a layer (or an import's leftover) whose
+// tree is deeper than the descriptors jail may hold (RLIMIT_NOFILE, 20000
+// here) could not be removed by jail at all: os.Root.RemoveAll keeps a
+// descriptor per level and fails with EMFILE, so `jail image rm` and
+// `prune` fail, for good, and an import that failed after unpacking left
+// its tmp/ entry. Removing must not depend on the tree's depth.
+func TestImageStoreRemovesDeepLayers(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		store := filepath.Join(hostVisibleDir(t, ownerOf(m)), "store")
+		jailS := func(args ...string) result {
+			t.Helper()
+			cmd := command(m, args...)
+			cmd.Env = append(cmd.Env, "JAIL_IMAGE_STORE="+store)
+			return runCmd(t, cmd)
+		}
+		dir := sharedTempDir(t, rootless)
+		// Deeper than the descriptor limit: one entry, its name in a
+		// PAX record (50 KB).
+		es := []entry{{name: deepName(25000, "f"), body: "x"}}
+		writeLayout(t, filepath.Join(dir, "deep"), "localhost/deep:1", image(t, nil, nil, layerOf(t, es)))
+		if r := jailS("image", "import", filepath.Join(dir, "deep"), "--quiet"); r.code != 0 {
+			t.Skipf("the deep layer is refused at import (%q): nothing to remove", r.stderr)
+		}
+		rm := jailS("image", "rm", "localhost/deep:1")
+		prune := jailS("image", "prune")
+		entries, _ := os.ReadDir(filepath.Join(store, "layers"))
+		if rm.code != 0 || prune.code != 0 || len(entries) != 0 {
+			t.Errorf("image rm and prune of a layer 25000 directories deep: exit %d %q, exit %d %q; layers/ holds %d entries: jail cannot remove it",
+				rm.code, rm.stderr, prune.code, prune.stderr, len(entries))
+		}
+	})
+}
