@@ -4,10 +4,14 @@ package test
 // programs, the image store, jail serve, profiles, janitors).
 
 import (
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -159,4 +163,56 @@ func TestImageStoreRemovesDeepLayers(t *testing.T) {
 				rm.code, rm.stderr, prune.code, prune.stderr, len(entries))
 		}
 	})
+}
+
+// TestOtherUsersCannotLockSandboxCgroups: a sandbox's cgroup directories
+// were made 0755, so any local user could open one and flock it: an
+// exclusive lock taken between the mkdir and the supervisor's shared one
+// (janitor.Hold, LOCK_NB) made root's `jail run` fail ("lock cgroup ...:
+// resource temporarily unavailable", 12 runs of 20 with a user's loop
+// watching /sys/fs/cgroup/memory/jail), and a shared lock on a leftover
+// kept every janitor's sweep from removing it. No one but the supervisor's
+// user may open a sandbox's cgroup directory.
+func TestOtherUsersCannotLockSandboxCgroups(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("root's cgroups")
+	}
+	checkNoLeaks(t)
+	before, _ := filepath.Glob("/sys/fs/cgroup/*/jail/*")
+	cmd := command(asRoot, "run", "--", "sh", "-c", "echo started; exec sleep 60")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	}()
+	line := make([]byte, 8)
+	if _, err := io.ReadFull(out, line); err != nil || string(line) != "started\n" {
+		t.Fatalf("the sandbox did not start: %q %v", line, err)
+	}
+	after, _ := filepath.Glob("/sys/fs/cgroup/*/jail/*")
+	var dirs []string
+	for _, d := range after {
+		if st, err := os.Stat(d); err == nil && st.IsDir() && !slices.Contains(before, d) && !slices.ContainsFunc(dirs, func(o string) bool {
+			ost, err := os.Stat(o)
+			return err == nil && os.SameFile(st, ost) // cpu and cpuacct are one hierarchy
+		}) {
+			dirs = append(dirs, d)
+		}
+	}
+	if len(dirs) == 0 {
+		t.Skip("the sandbox has no cgroup")
+	}
+	for _, d := range dirs {
+		lock := exec.Command("setpriv", "--reuid", strconv.Itoa(rootless.uid), "--regid", strconv.Itoa(rootless.gid), "--clear-groups",
+			"--", "flock", "--nonblock", "--shared", d, "true")
+		if o, err := lock.CombinedOutput(); err == nil {
+			t.Errorf("user %d opened and locked the sandbox's cgroup %s (%s): taken exclusively before the supervisor's lock, it keeps the sandbox from starting; kept shared, it keeps a leftover from every sweep", rootless.uid, d, o)
+		}
+	}
 }
