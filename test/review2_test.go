@@ -4,6 +4,7 @@ package test
 // programs, the image store, jail serve, profiles, janitors).
 
 import (
+	"archive/tar"
 	"io"
 	"os"
 	"os/exec"
@@ -98,10 +99,12 @@ func deepName(depth int, file string) string {
 // TestImageImportCountsTheDirectoriesAPathMakes (SECURITY-LESSONS row
 // 30): an entry's parent directories that no entry of their own names are
 // made all the same (os.Root.MkdirAll), and cost an inode and a block
-// each, but only the entry was charged: one entry of a 10 KiB path made
-// 5000 directories (20 MB on ext4, 5000 inodes) under a 1 MiB bound, and
-// a 1 MiB PAX path, a few hundred bytes compressed, makes half a million.
-// Every directory an import makes must count against the bounds.
+// each, but only the entry was charged: one entry of a 4 KiB name made
+// 2000 directories (8 MB on ext4, 2000 inodes) under a 1 MiB bound, and a
+// 1 MiB PAX name, a few hundred bytes compressed, makes half a million
+// (and costs time in the square of its length). Every directory an import
+// makes counts against the bounds, and a name no path could hold
+// (PATH_MAX) is refused.
 func TestImageImportCountsTheDirectoriesAPathMakes(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		store := filepath.Join(hostVisibleDir(t, ownerOf(m)), "store")
@@ -112,32 +115,42 @@ func TestImageImportCountsTheDirectoriesAPathMakes(t *testing.T) {
 			return runCmd(t, cmd)
 		}
 		dir := sharedTempDir(t, rootless)
-		layout := filepath.Join(dir, "deep")
-		writeLayout(t, layout, "localhost/deep:1", image(t, nil, nil,
-			layerOf(t, []entry{{name: deepName(5000, "f"), body: "x"}})))
-		r := jailS("image", "import", layout, "--quiet", "--max-layer-size", "1M")
-		var dirs int
-		filepath.WalkDir(store, func(_ string, d os.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				dirs++
+		for _, c := range []struct {
+			depth int
+			want  string
+		}{
+			{2000, "exceeds the bound of 1 MiB per layer"},
+			{20000, "a name longer than 4095 bytes"},
+		} {
+			layout := filepath.Join(dir, strconv.Itoa(c.depth))
+			writeLayout(t, layout, "localhost/deep:1", image(t, nil, nil,
+				layerOf(t, []entry{{name: deepName(c.depth, "f"), body: "x"}})))
+			r := jailS("image", "import", layout, "--quiet", "--max-layer-size", "1M")
+			if r.code != 125 || !strings.Contains(r.stderr, c.want) || strings.Count(r.stderr, "\n") != 1 || len(r.stderr) > 512 {
+				t.Errorf("import of one entry %d directories deep under --max-layer-size 1M: exit %d, %.300q; want one short `jail:` line saying %q", c.depth, r.code, r.stderr, c.want)
 			}
-			return nil
-		})
-		if r.code != 125 || !strings.Contains(r.stderr, "exceeds the bound of 1 MiB per layer") {
-			t.Errorf("import of one entry 5000 directories deep under --max-layer-size 1M: exit %d, %q; want it refused as past the bound", r.code, r.stderr)
-		}
-		if dirs > 16 {
-			t.Errorf("the store holds %d directories after the import", dirs)
+			var dirs int
+			filepath.WalkDir(store, func(_ string, d os.DirEntry, err error) error {
+				if err == nil && d.IsDir() {
+					dirs++
+				}
+				return nil
+			})
+			if dirs > 16 {
+				t.Errorf("the store holds %d directories after the import", dirs)
+			}
 		}
 	})
 }
 
 // TestImageStoreRemovesDeepLayers: a layer (or an import's leftover) whose
-// tree is deeper than the descriptors jail may hold (RLIMIT_NOFILE, 20000
-// here) could not be removed by jail at all: os.Root.RemoveAll keeps a
-// descriptor per level and fails with EMFILE, so `jail image rm` and
-// `prune` fail, for good, and an import that failed after unpacking left
-// its tmp/ entry. Removing must not depend on the tree's depth.
+// tree is deeper than the descriptors jail may hold (RLIMIT_NOFILE: 4096
+// on some distributions) cannot be removed by jail at all:
+// os.Root.RemoveAll keeps a descriptor per level and fails with EMFILE,
+// so `jail image rm` and `prune` fail for good (and an import that failed
+// after unpacking leaves its tmp/ entry). Names of at most 4 KiB reach
+// 6000 levels through two links of the layer's own. Removing must not
+// depend on the tree's depth.
 func TestImageStoreRemovesDeepLayers(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		store := filepath.Join(hostVisibleDir(t, ownerOf(m)), "store")
@@ -145,21 +158,32 @@ func TestImageStoreRemovesDeepLayers(t *testing.T) {
 			t.Helper()
 			cmd := command(m, args...)
 			cmd.Env = append(cmd.Env, "JAIL_IMAGE_STORE="+store)
+			// A hard limit some distributions ship.
+			cmd.Args = append([]string{"prlimit", "--nofile=4096:4096", "--", cmd.Path}, cmd.Args[1:]...)
+			cmd.Path = "/usr/bin/prlimit"
 			return runCmd(t, cmd)
 		}
+		if _, err := os.Stat("/usr/bin/prlimit"); err != nil {
+			t.Skip("prlimit is needed")
+		}
 		dir := sharedTempDir(t, rootless)
-		// Deeper than the descriptor limit: one entry, its name in a
-		// PAX record (50 KB).
-		es := []entry{{name: deepName(25000, "f"), body: "x"}}
+		levels := func(name string) string { return strings.TrimSuffix(strings.Repeat(name+"/", 2000), "/") }
+		es := []entry{
+			{name: levels("a") + "/", typ: tar.TypeDir},
+			{name: "T", typ: tar.TypeSymlink, link: levels("a")},
+			{name: "T/" + levels("b") + "/", typ: tar.TypeDir},
+			{name: "U", typ: tar.TypeSymlink, link: "T/" + levels("b")},
+			{name: "U/" + levels("c") + "/f", body: "x"},
+		}
 		writeLayout(t, filepath.Join(dir, "deep"), "localhost/deep:1", image(t, nil, nil, layerOf(t, es)))
 		if r := jailS("image", "import", filepath.Join(dir, "deep"), "--quiet"); r.code != 0 {
-			t.Skipf("the deep layer is refused at import (%q): nothing to remove", r.stderr)
+			t.Fatalf("import: %d %q", r.code, r.stderr)
 		}
 		rm := jailS("image", "rm", "localhost/deep:1")
 		prune := jailS("image", "prune")
 		entries, _ := os.ReadDir(filepath.Join(store, "layers"))
 		if rm.code != 0 || prune.code != 0 || len(entries) != 0 {
-			t.Errorf("image rm and prune of a layer 25000 directories deep: exit %d %q, exit %d %q; layers/ holds %d entries: jail cannot remove it",
+			t.Errorf("image rm and prune of a layer 6000 directories deep: exit %d %q, exit %d %q; layers/ holds %d entries: jail cannot remove it",
 				rm.code, rm.stderr, prune.code, prune.stderr, len(entries))
 		}
 	})
