@@ -240,3 +240,36 @@ func TestOtherUsersCannotLockSandboxCgroups(t *testing.T) {
 		}
 	}
 }
+
+// TestImageStoreHiddenUnderAnotherEnvironment: root's image store outside
+// /var/lib/jail is masked on the host tree only when the run's own
+// environment names it (stateMasks reads JAIL_IMAGE_STORE), but its
+// directories belong to the sandboxes' host group (0750) and its files to
+// their host ids: a later `jail run` as root without the variable (a
+// service, a CI step that sets it only for image commands) read every
+// image's 0600 files. A store is jail's state whatever the environment of
+// the run that sees it (cf. SECURITY-LESSONS row 33).
+func TestImageStoreHiddenUnderAnotherEnvironment(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("root's store")
+	}
+	checkNoLeaks(t)
+	store := filepath.Join(hostVisibleDir(t, nil), "store")
+	dir := sharedTempDir(t, rootless)
+	layer := layerOf(t, append(busyboxEntries(t), entry{name: "etc/api-token", body: "IMAGE SECRET\n", mode: 0o600}))
+	writeLayout(t, filepath.Join(dir, "layout"), "localhost/private:1", image(t, nil, []string{"PATH=/bin"}, layer))
+	imp := command(asRoot, "image", "import", filepath.Join(dir, "layout"), "--quiet")
+	imp.Env = append(imp.Env, "JAIL_IMAGE_STORE="+store)
+	if r := runCmd(t, imp); r.code != 0 {
+		t.Fatalf("import: %s", r.stderr)
+	}
+	for _, env := range []string{"", "JAIL_IMAGE_STORE=" + filepath.Join(hostVisibleDir(t, nil), "other")} {
+		cmd := command(asRoot, "run", "--", "sh", "-c", "cat "+store+"/layers/*/etc/api-token 2>/dev/null; ls "+store+"/layers 2>/dev/null")
+		if env != "" {
+			cmd.Env = append(cmd.Env, env)
+		}
+		if r := runCmd(t, cmd); strings.Contains(r.stdout, "IMAGE SECRET") || r.stdout != "" {
+			t.Errorf("with %q, a sandbox on the host tree sees root's image store %s: %q (%s)", env, store, r.stdout, r.stderr)
+		}
+	}
+}
