@@ -273,3 +273,52 @@ func TestImageStoreHiddenUnderAnotherEnvironment(t *testing.T) {
 		}
 	}
 }
+
+// TestSandboxCannotExhaustRootsInotifyInstances: the kernel charges what a
+// user namespace's processes take of the per-user counts (inotify
+// instances and watches, ...) to the namespace's creator in the parent as
+// well, and a root-run sandbox's user namespace is created by root: a
+// sandbox that made 128 inotify instances (fs.inotify.max_user_instances)
+// left host root none (inotify_init1: EMFILE) while it ran, so systemd,
+// udev and every root service watching files broke. What a sandbox takes
+// must count against its own bound, not root's.
+func TestSandboxCannotExhaustRootsInotifyInstances(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("root's counts")
+	}
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("python3 on the host tree is needed")
+	}
+	checkNoLeaks(t)
+	limit, _ := os.ReadFile("/proc/sys/fs/inotify/max_user_instances")
+	script := `import ctypes, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+n = 0
+while n < ` + strings.TrimSpace(string(limit)) + ` + 8 and libc.inotify_init1(0) >= 0:
+    n += 1
+print("held", n, flush=True)
+time.sleep(60)
+`
+	cmd := command(asRoot, "run", "--", "/usr/bin/python3", "-c", script)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	}()
+	line := make([]byte, 5)
+	if _, err := io.ReadFull(out, line); err != nil || string(line) != "held " {
+		t.Fatalf("the sandbox did not report: %q %v", line, err)
+	}
+	fd, err := syscall.InotifyInit1(syscall.IN_CLOEXEC)
+	if err != nil {
+		t.Errorf("host root's inotify_init1 while the sandbox holds its instances: %v", err)
+		return
+	}
+	syscall.Close(fd)
+}
