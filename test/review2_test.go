@@ -322,3 +322,52 @@ time.sleep(60)
 	}
 	syscall.Close(fd)
 }
+
+// TestSandboxCannotExhaustRootsMessageQueueBytes: the same as
+// TestSandboxCannotExhaustRootsInotifyInstances for RLIMIT_MSGQUEUE, which
+// the kernel counts per user up the user namespaces: a root-run sandbox's
+// message queues (its own ipc namespace's) took root's 800 KiB, and host
+// root's mq_open failed with EMFILE while it ran.
+func TestSandboxCannotExhaustRootsMessageQueueBytes(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("root's counts")
+	}
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("python3 is needed")
+	}
+	checkNoLeaks(t)
+	mq := `import ctypes, os, sys, time
+libc = ctypes.CDLL("libc.so.6", use_errno=True)
+class Attr(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_long), ("maxmsg", ctypes.c_long), ("msgsize", ctypes.c_long), ("cur", ctypes.c_long), ("pad", ctypes.c_long * 4)]
+n = 0
+for i in range(int(sys.argv[1])):
+    name = ("/jail-review2-%d-%d" % (os.getpid(), i)).encode()
+    if libc.mq_open(name, os.O_CREAT | os.O_RDWR, 0o600, ctypes.byref(Attr(0, 10, 8192, 0))) < 0:
+        break
+    libc.mq_unlink(name)
+    n += 1
+print("held", n, flush=True)
+time.sleep(float(sys.argv[2]))
+`
+	cmd := command(asRoot, "run", "--", "/usr/bin/python3", "-c", mq, "200", "60")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	}()
+	line := make([]byte, 5)
+	if _, err := io.ReadFull(out, line); err != nil || string(line) != "held " {
+		t.Fatalf("the sandbox did not report: %q %v", line, err)
+	}
+	host, err := exec.Command("/usr/bin/python3", "-c", mq, "1", "0").Output()
+	if err != nil || string(host) != "held 1\n" {
+		t.Errorf("host root's mq_open while the sandbox holds its queues: %q %v", host, err)
+	}
+}
