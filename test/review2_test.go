@@ -5,6 +5,10 @@ package test
 
 import (
 	"archive/tar"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -14,6 +18,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // hostVisibleDir makes a directory, removed when the test ends, where a
@@ -370,4 +378,87 @@ time.sleep(float(sys.argv[2]))
 	if err != nil || string(host) != "held 1\n" {
 		t.Errorf("host root's mq_open while the sandbox holds its queues: %q %v", host, err)
 	}
+}
+
+// rawLayer is a layer given as its blob and digests, which the test
+// library neither compresses nor decompresses (it decompresses zstd with
+// the decoder under test).
+type rawLayer struct {
+	blob           []byte
+	digest, diffID v1.Hash
+	mediaType      types.MediaType
+}
+
+func (l rawLayer) Digest() (v1.Hash, error)            { return l.digest, nil }
+func (l rawLayer) DiffID() (v1.Hash, error)            { return l.diffID, nil }
+func (l rawLayer) Size() (int64, error)                { return int64(len(l.blob)), nil }
+func (l rawLayer) MediaType() (types.MediaType, error) { return l.mediaType, nil }
+func (l rawLayer) Compressed() (io.ReadCloser, error) {
+	return io.NopCloser(bytes.NewReader(l.blob)), nil
+}
+func (l rawLayer) Uncompressed() (io.ReadCloser, error) { return nil, errors.New("not kept") }
+
+// zstdRLELayer is a zstd layer of a tar holding one file of n bytes 'A'
+// (n a multiple of 128 KiB), written as a raw block for the tar header
+// and run-length blocks of 128 KiB: 4 bytes of blob per 128 KiB of
+// content, as no ordinary encoder would write it.
+func zstdRLELayer(t *testing.T, n int64) v1.Layer {
+	t.Helper()
+	var hdr bytes.Buffer
+	tw := tar.NewWriter(&hdr)
+	tw.WriteHeader(&tar.Header{Name: "big", Typeflag: tar.TypeReg, Mode: 0o644, Size: n, ModTime: time.Unix(1700000000, 0)})
+	header := hdr.Bytes()[:512]
+	blockHeader := func(last bool, typ, size int) []byte {
+		h := typ<<1 | size<<3
+		if last {
+			h |= 1
+		}
+		return []byte{byte(h), byte(h >> 8), byte(h >> 16)}
+	}
+	const run = 128 << 10
+	blob := []byte{0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x68} // frame, 8 MiB window
+	blob = append(append(blob, blockHeader(false, 0, 512)...), header...)
+	content := sha256.New()
+	content.Write(header)
+	chunk := bytes.Repeat([]byte{'A'}, run)
+	for i := int64(0); i < n/run; i++ {
+		blob = append(append(blob, blockHeader(false, 1, run)...), 'A')
+		content.Write(chunk)
+	}
+	blob = append(append(blob, blockHeader(true, 1, 1024)...), 0)
+	content.Write(make([]byte, 1024))
+	sum := sha256.Sum256(blob)
+	return rawLayer{
+		blob:      blob,
+		digest:    v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(sum[:])},
+		diffID:    v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(content.Sum(nil))},
+		mediaType: types.OCILayerZStd,
+	}
+}
+
+// TestImageImportOfAZstdBombStaysSmall (SECURITY-LESSONS row 30): a zstd
+// layer of run-length blocks (4 bytes of blob per 128 KiB of content,
+// within the default bounds). klauspost/compress's decoder, fed such a
+// stream from memory and read as fast as it decodes, held about three
+// times what it produced (256 MiB: 860 MB resident, 1 GiB: 4.4 GB); the
+// import's own pipeline (blob file, tar reader, writes) stayed at 20 MB.
+// This keeps it so: what an import holds must not grow with what it
+// unpacks.
+func TestImageImportOfAZstdBombStaysSmall(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		store := storeDir(t, m)
+		dir := sharedTempDir(t, rootless)
+		writeLayout(t, filepath.Join(dir, "bomb"), "localhost/zstd-bomb:1", image(t, nil, nil, zstdRLELayer(t, 256<<20)))
+		cmd := command(m, "image", "import", filepath.Join(dir, "bomb"), "--quiet")
+		cmd.Env = append(cmd.Env, "JAIL_IMAGE_STORE="+store)
+		r := runCmd(t, cmd)
+		rss := maxRSS(cmd)
+		t.Logf("import: exit %d, %q; largest resident set %d MiB", r.code, r.stderr, rss>>20)
+		if rss > 192<<20 {
+			t.Errorf("importing 256 MiB of zstd run-length blocks took a resident set of %d MiB", rss>>20)
+		}
+		if r.code != 0 && (r.code != 125 || !strings.HasPrefix(r.stderr, "jail: image import ") || strings.Count(r.stderr, "\n") != 1) {
+			t.Errorf("a refusal must be one `jail: image import` line: exit %d, %q", r.code, r.stderr)
+		}
+	})
 }
