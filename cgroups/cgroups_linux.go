@@ -307,6 +307,12 @@ func readInt(path string) (int64, error) {
 // removeDirs kills what remains in each cgroup directory and removes it.
 func removeDirs(dirs []string) error { return janitor.Remove(dirs) }
 
+// sandboxDirMode is the mode of a sandbox's cgroup directories: others may
+// not open them, for whoever opens one may flock it, and an exclusive lock
+// taken before the supervisor's (hold) kept the sandbox from starting, a
+// shared one kept a leftover from every janitor's sweep.
+const sandboxDirMode = 0o711
+
 // hold holds each of dirs (janitor.Hold), so that no janitor sweeps them
 // while this process uses them.
 func hold(dirs []string) ([]*os.File, error) {

@@ -55,12 +55,12 @@ func newV1(name string, limits Limits) (Manager, error) {
 func makeDirs(dirs []string) ([]string, error) {
 	var made []string
 	for _, dir := range dirs {
-		err := os.Mkdir(dir, 0o755)
+		err := os.Mkdir(dir, sandboxDirMode)
 		if os.IsNotExist(err) {
 			// The parent is missing only the first time, so it is
 			// not tried before every sandbox.
 			if err = os.Mkdir(filepath.Dir(dir), 0o755); err == nil || os.IsExist(err) {
-				err = os.Mkdir(dir, 0o755)
+				err = os.Mkdir(dir, sandboxDirMode)
 			}
 		}
 		if os.IsExist(err) && isOneOf(dir, made) {

@@ -49,7 +49,7 @@ func newV2(l Layout, name string, limits Limits) (Manager, error) {
 	// containerd's NewManager writes them into the subtree_control of every
 	// ancestor up to the root, and each such write waits for every dying
 	// cgroup below it (the sandboxes just removed) to be offlined.
-	if err := os.Mkdir(dir, 0o755); err != nil {
+	if err := os.Mkdir(dir, sandboxDirMode); err != nil {
 		return nil, fmt.Errorf("create cgroup %s: %w", group, err)
 	}
 	if err := apply(v2Settings(dir, limits)); err != nil {

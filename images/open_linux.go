@@ -576,10 +576,7 @@ func (t *Temp) Remove() {
 	if t.name == "" {
 		return
 	}
-	if tmp, err := rootOf(t.o.tmp); err == nil {
-		_ = tmp.RemoveAll(t.name)
-		tmp.Close()
-	}
+	_ = removeAllAt(t.o.tmp, t.name)
 	t.name = ""
 }
 

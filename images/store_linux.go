@@ -325,12 +325,7 @@ func (o *Opened) RemoveLayer(diffID string) error {
 	if o.layers < 0 || !ValidDiffID(diffID) {
 		return fmt.Errorf("unsupported diff ID %s", diffID)
 	}
-	root, err := rootOf(o.layers)
-	if err != nil {
-		return fmt.Errorf("image store %s: %w", o.Root, err)
-	}
-	defer root.Close()
-	if err := root.RemoveAll(strings.TrimPrefix(diffID, "sha256:")); err != nil {
+	if err := removeAllAt(o.layers, strings.TrimPrefix(diffID, "sha256:")); err != nil {
 		return fmt.Errorf("image store %s: %w%s", o.Root, err, o.removeHint(err))
 	}
 	return nil
@@ -358,7 +353,7 @@ func removeEntries(dirfd int, keep map[string]bool) (int, error) {
 		if keep[n] {
 			continue
 		}
-		if err := root.RemoveAll(n); err != nil {
+		if err := removeAllAt(dirfd, n); err != nil {
 			return removed, err
 		}
 		removed++

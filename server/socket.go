@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/jail-sandbox/jail/internal/socketdir"
 )
 
@@ -80,8 +82,122 @@ func Listen(path string) (net.Listener, error) {
 		l.Close()
 		return nil, fmt.Errorf("%s: %w", abs, err)
 	}
+	var userns unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/user", &userns); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("listen on %s: own user namespace: %w", abs, err)
+	}
 	ok = true
-	return &listener{Listener: l, dir: dir, name: name, addr: &net.UnixAddr{Name: abs, Net: "unix"}, dev: st.Dev, ino: st.Ino}, nil
+	return &listener{Listener: l, dir: dir, name: name, addr: &net.UnixAddr{Name: abs, Net: "unix"}, dev: st.Dev, ino: st.Ino,
+		userns: [2]uint64{userns.Dev, userns.Ino}}, nil
+}
+
+// Accept returns the next connection of a client that is not confined in
+// a user namespace below the server's. The socket's mode lets every
+// process of the serving user connect, and a rootless sandbox's processes
+// are that user: where the socket is visible on the host tree (outside
+// /run, /tmp and homes; a read-only mount does not stop connect()), a
+// sandbox asked the server for a sandbox with a writable mount of what it
+// could only read. Such connections are closed unanswered.
+func (l *listener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if err := checkPeer(c, l.userns); err != nil {
+			c.Close()
+			continue
+		}
+		return c, nil
+	}
+}
+
+// checkPeer refuses a connection whose client (the process that connected)
+// is in a user namespace below own (the server's), or cannot be told.
+func checkPeer(c net.Conn, own [2]uint64) error {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return errors.New("not a unix connection")
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	pid, uid, pidfd := 0, -1, -1
+	var credErr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+		if err != nil {
+			credErr = err
+			return
+		}
+		pid, uid = int(cred.Pid), int(cred.Uid)
+		// The client as it connected (Linux 6.5+), whatever took its
+		// pid since.
+		if p, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PEERPIDFD); err == nil {
+			pidfd = p
+		}
+	}); err != nil {
+		return err
+	}
+	if credErr != nil {
+		return fmt.Errorf("peer credentials: %w", credErr)
+	}
+	if uid != os.Geteuid() {
+		// Root, whom the socket's mode lets in besides the serving
+		// user (a sandbox's ids show as the user's, or overflow ids).
+		if uid == 0 {
+			return nil
+		}
+		return fmt.Errorf("client of uid %d", uid)
+	}
+	if pid <= 0 {
+		return errors.New("the client's process is not visible here")
+	}
+	if pidfd < 0 {
+		// Older kernels: pinned now, so at least the check and the
+		// liveness test below are of one process.
+		if pidfd, err = unix.PidfdOpen(pid, 0); err != nil {
+			return fmt.Errorf("client %d: %w", pid, err)
+		}
+	}
+	defer unix.Close(pidfd)
+	ns, err := unix.Open(fmt.Sprintf("/proc/%d/ns/user", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("client %d: user namespace: %w", pid, err)
+	}
+	defer func() { unix.Close(ns) }()
+	// The namespace read is the client's only if the client still lives
+	// (a live process keeps its pid).
+	if err := unix.PidfdSendSignal(pidfd, 0, nil, 0); err != nil {
+		return fmt.Errorf("client %d: gone: %w", pid, err)
+	}
+	// Up from the client's namespace: reaching the server's means the
+	// client is confined below it. Above the server's own (an ancestor's,
+	// or another branch) the kernel answers EPERM: not below.
+	for depth := 0; depth < 64; depth++ {
+		var st unix.Stat_t
+		if err := unix.Fstat(ns, &st); err != nil {
+			return err
+		}
+		if st.Dev == own[0] && st.Ino == own[1] {
+			if depth == 0 {
+				return nil
+			}
+			return fmt.Errorf("client %d: in a user namespace below the server's (a sandbox)", pid)
+		}
+		parent, err := unix.IoctlRetInt(ns, unix.NS_GET_PARENT)
+		if err == unix.EPERM {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("client %d: user namespace: %w", pid, err)
+		}
+		unix.Close(ns)
+		ns = parent
+	}
+	return fmt.Errorf("client %d: user namespaces nested too deep", pid)
 }
 
 // listener is the server's socket. Closing it removes the socket file, if
@@ -92,7 +208,9 @@ type listener struct {
 	name     string
 	addr     net.Addr
 	dev, ino uint64
-	once     sync.Once
+	// userns is the server's user namespace (device, inode).
+	userns [2]uint64
+	once   sync.Once
 }
 
 func (l *listener) Addr() net.Addr { return l.addr }

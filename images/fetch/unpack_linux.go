@@ -62,11 +62,21 @@ func unpackLayer(r io.Reader, root *os.Root, own images.Ownership, m *meter) (su
 		if !ok {
 			continue // the root itself
 		}
-		if err := unpackEntry(root, tr, hdr, rel, own, st); err != nil {
+		if len(rel) > maxName {
+			// No program could name it in one path (PATH_MAX), and
+			// making its parents costs time in the square of its
+			// length.
+			return false, fmt.Errorf("layer entry %.64q...: a name longer than %d bytes", hdr.Name, maxName)
+		}
+		if err := unpackEntry(root, tr, hdr, rel, own, st, m); err != nil {
 			return false, fmt.Errorf("layer entry %q: %w", hdr.Name, err)
 		}
 	}
 }
+
+// maxName bounds an entry's name, as the kernel bounds a path (PATH_MAX,
+// with its NUL).
+const maxName = 4095
 
 // cleanName makes a tar name relative to the layer root: "/a/../b", "./b"
 // and "../../b" all become "b". It reports false for the root itself.
@@ -75,13 +85,23 @@ func cleanName(name string) (string, bool) {
 	return rel, rel != ""
 }
 
-func unpackEntry(root *os.Root, r io.Reader, hdr *tar.Header, rel string, own images.Ownership, st *unpackState) error {
+func unpackEntry(root *os.Root, r io.Reader, hdr *tar.Header, rel string, own images.Ownership, st *unpackState, m *meter) error {
 	dir, base := path.Split(rel)
 	dir = strings.TrimSuffix(dir, "/")
 	if dir == "" {
 		dir = "."
 	}
 	if !st.dirs[dir] {
+		// The parents no entry named are made here: each costs what an
+		// entry does, charged before it is made (one entry of a 1 MiB
+		// name would otherwise make half a million directories).
+		missing := int64(0)
+		for d := dir; d != "." && !st.dirs[d]; d = path.Dir(d) {
+			missing++
+		}
+		if err := m.write(missing * entryCost); err != nil {
+			return err
+		}
 		if err := root.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
