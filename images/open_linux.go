@@ -88,12 +88,19 @@ func (s Store) open(create bool) (*Opened, error) {
 		return o, nil // no store yet
 	}
 	if created {
-		if err := o.setOwner(o.dir, ".", 0o750); err != nil {
+		if err := o.setOwner(o.dir, ".", storeDirMode); err != nil {
 			return fail(err)
 		}
 	}
-	if o.layers, err = o.subdir("layers", create, 0o750, created); err != nil {
+	if o.layers, err = o.subdir("layers", create, storeDirMode, created); err != nil {
 		return fail(err)
+	}
+	if o.layers >= 0 && !created {
+		// A store, now that it has layers/: no longer listable, if an
+		// earlier jail made it so.
+		if err := o.unlisted(o.dir, "."); err != nil {
+			return fail(err)
+		}
 	}
 	if create {
 		if o.tmp, err = o.subdir("tmp", true, 0o700, true); err != nil {
@@ -260,6 +267,11 @@ func (o *Opened) subdir(name string, create bool, mode uint32, storeIsNew bool) 
 			unix.Close(fd)
 			return -1, err
 		}
+	} else if mode == storeDirMode {
+		if err := o.unlisted(fd, name); err != nil {
+			unix.Close(fd)
+			return -1, err
+		}
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
@@ -299,6 +311,37 @@ func (o *Opened) looksLikeStore() error {
 	return nil
 }
 
+// storeDirMode is the mode of a store's directory and of its layers/: as
+// root's, group Base may pass through them (the inits of sandboxes open
+// their layers by path) but not list them. A sandbox on the host tree sees
+// a store that no mask hides (one $JAIL_IMAGE_STORE put elsewhere, and a
+// later run's environment does not name): as sandbox root it owns the
+// layers' files, but it can only reach a layer whose name, the digest of
+// its content, it already knows; images.json, which lists them, is
+// root's alone.
+const storeDirMode = 0o710
+
+// unlisted makes an existing root store's directory (or its layers/)
+// storeDirMode when an earlier jail made it listable to group Base (0750).
+func (o *Opened) unlisted(fd int, name string) error {
+	if !o.Own.Shift || o.euid != 0 {
+		return nil
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return pathErr("", name, err)
+	}
+	if st.Uid != 0 || st.Mode&0o044 == 0 {
+		return nil
+	}
+	dir, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return pathErr("", name, err)
+	}
+	defer unix.Close(dir)
+	return pathErr("", name, unix.Fchmod(dir, st.Mode&0o7777&^0o044))
+}
+
 // setOwner gives a directory jail just made its owner and mode: as root
 // (Own.Shift) group Base, so that sandboxes reach their layers.
 func (o *Opened) setOwner(pathFD int, name string, mode uint32) error {
@@ -311,7 +354,7 @@ func (o *Opened) setOwner(pathFD int, name string, mode uint32) error {
 	}
 	defer unix.Close(fd)
 	gid := 0 // tmp/ (0700) is root's alone
-	if mode == 0o750 {
+	if mode == storeDirMode {
 		gid = o.Own.Base // the store and layers/: the sandboxes reach them
 	}
 	if err := unix.Fchown(fd, 0, gid); err != nil {
