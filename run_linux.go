@@ -809,7 +809,7 @@ func (s *supervisor) startInitCmd(cmd *initStart) error {
 	cmd.attr.PidFD = &pidfd
 	start := func() error {
 		files := append([]*os.File{cmd.stdin, cmd.stdout, cmd.stderr}, cmd.extra...)
-		pid, err := spawn.Start(cmd.path, cmd.args, cmd.env, files, cmd.attr)
+		pid, err := spawn.StartAs(s.plan.id.Creator(), cmd.path, cmd.args, cmd.env, files, cmd.attr)
 		if err != nil {
 			return &SetupError{Step: "start", Err: err}
 		}
@@ -858,6 +858,7 @@ func (s *supervisor) startForked(cmd *initStart) error {
 	if err != nil {
 		return fail("start", err)
 	}
+	sp.Owner = s.plan.id.Creator()
 	program := s.program.File()
 	sp.Program = !s.goInit && program != nil
 	var files []*os.File

@@ -39,6 +39,26 @@ const (
 	HostRangeSize  = 65536
 )
 
+// NamespaceOwner is the host uid that creates, and so owns, the user
+// namespace of a sandbox jail runs as root. The kernel charges what a user
+// namespace's processes take of the per-user counts (inotify instances and
+// watches, message-queue bytes, pending signals, tasks) to the namespace's
+// creator as well, up to its limits: created by root, a sandbox could take
+// all of host root's (128 inotify instances) and break root's services.
+// Created by this id, sandboxes can only crowd each other. No process ever
+// runs as it: one in the host's namespace that did would hold every
+// capability in the namespaces it owns.
+const NamespaceOwner = HostRangeStart - 1
+
+// Creator returns the host uid that creates the sandbox's user namespace
+// (NamespaceOwner when jail runs as root), or -1 for the caller itself.
+func (id Identity) Creator() int {
+	if id.Rootless {
+		return -1
+	}
+	return NamespaceOwner
+}
+
 // Identity is how one sandbox's ids relate to the host's.
 type Identity struct {
 	// Rootless is true when the caller is not host root.

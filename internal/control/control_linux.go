@@ -132,6 +132,10 @@ type Spawn struct {
 	// CgroupLeave those it writes after, to leave it.
 	CgroupEnter []string
 	CgroupLeave []string
+
+	// Owner, when not -1, is the host uid that creates the child's user
+	// namespace (spawn.StartAs).
+	Owner int
 }
 
 // IDMap is one line of a uid or gid map.

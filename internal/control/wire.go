@@ -210,6 +210,7 @@ func encodeSpawn(w *writer, sp *Spawn) {
 	w.int(int64(sp.Pdeathsig))
 	w.strings(sp.CgroupEnter)
 	w.strings(sp.CgroupLeave)
+	w.int(int64(sp.Owner))
 }
 
 func decodeSpawn(r *reader) *Spawn {
@@ -244,6 +245,7 @@ func decodeSpawn(r *reader) *Spawn {
 	sp.Pdeathsig = int(r.intIn(0, 64))
 	sp.CgroupEnter = r.strings()
 	sp.CgroupLeave = r.strings()
+	sp.Owner = int(r.intIn(-1, math.MaxUint32))
 	return sp
 }
 

@@ -385,7 +385,7 @@ func startChild(sp *control.Spawn, files []*os.File) (*child, error) {
 			return nil, fmt.Errorf("cgroup: enter %s: %w", tasks, err)
 		}
 	}
-	pid, err := spawn.Start(path, sp.Args, env, childFiles, attr)
+	pid, err := spawn.StartAs(sp.Owner, path, sp.Args, env, childFiles, attr)
 	if err != nil {
 		leave(sp.CgroupLeave)
 		return nil, err
@@ -450,6 +450,7 @@ func SpawnOf(path string, args, env []string, attr *syscall.SysProcAttr) (contro
 		UIDMap:     mapsOf(attr.UidMappings), GIDMap: mapsOf(attr.GidMappings),
 		Setgroups: attr.GidMappingsEnableSetgroups,
 		Setsid:    attr.Setsid, Pdeathsig: int(attr.Pdeathsig),
+		Owner:     -1,
 	}
 	for _, c := range attr.AmbientCaps {
 		sp.AmbientCaps = append(sp.AmbientCaps, uint64(c))

@@ -120,6 +120,15 @@ func run() int {
 	if err := leaveSignalsToKernel(); err != nil {
 		return 1
 	}
+	// Started by a thread that kept its capabilities across a change of
+	// its uid to create the user namespace as its owner (spawn.StartAs),
+	// the init must not keep doing so: uid changes drop capabilities
+	// again, as the command's user switch relies on.
+	if bits, err := unix.PrctlRetInt(unix.PR_GET_SECUREBITS, 0, 0, 0, 0); err != nil || bits != 0 {
+		if _, _, errno := syscall.AllThreadsSyscall(syscall.SYS_PRCTL, unix.PR_SET_SECUREBITS, 0, 0); errno != 0 {
+			return 1
+		}
+	}
 
 	msg, files, err := conn.Recv()
 	if err != nil || msg.Kind != control.KindConfig || msg.Config == nil {

@@ -13,6 +13,7 @@ package spawn
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -97,3 +98,51 @@ func StatusError(code int, sig syscall.Signal) error {
 	}
 	return nil
 }
+
+// StartAs is Start with the child's new user namespace (CLONE_NEWUSER in
+// attr) created, and so owned, by host uid owner rather than by the caller,
+// which must be root (namespaces.NamespaceOwner says why); owner -1 is
+// Start. The clone is made from this goroutine's thread, locked to it,
+// with that thread's effective uid set to owner for the clone alone and
+// its capabilities kept (SECBIT_NO_SETUID_FIXUP), which the child
+// inherits: the child must clear its securebits before anything else (the
+// init does). Nothing else runs on the thread meanwhile.
+func StartAs(owner int, path string, args, env []string, files []*os.File, attr *syscall.SysProcAttr) (int, error) {
+	if owner < 0 {
+		return Start(path, args, env, files, attr)
+	}
+	runtime.LockOSThread()
+	bits, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, unix.PR_GET_SECUREBITS, 0, 0)
+	if errno != 0 {
+		runtime.UnlockOSThread()
+		return 0, fmt.Errorf("start %s: securebits: %w", path, errno)
+	}
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, unix.PR_SET_SECUREBITS, bits|secbitNoSetuidFixup, 0); errno != 0 {
+		runtime.UnlockOSThread()
+		return 0, fmt.Errorf("start %s: securebits: %w", path, errno)
+	}
+	keep := ^uintptr(0) // -1: leave the id as it is
+	_, _, errno = syscall.RawSyscall(syscall.SYS_SETRESUID, keep, uintptr(owner), keep)
+	var pid int
+	err := error(nil)
+	if errno != 0 {
+		err = fmt.Errorf("start %s: become namespace owner %d: %w", path, owner, errno)
+	} else {
+		pid, err = Start(path, args, env, files, attr)
+		if _, _, errno := syscall.RawSyscall(syscall.SYS_SETRESUID, keep, 0, keep); errno != 0 {
+			// The thread stays locked and so ends with its goroutine;
+			// it keeps every capability meanwhile, which is all this
+			// goroutine needs.
+			return pid, fmt.Errorf("start %s: back from namespace owner %d: %w", path, owner, errno)
+		}
+	}
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, unix.PR_SET_SECUREBITS, bits, 0); errno != 0 {
+		return pid, fmt.Errorf("start %s: securebits: %w", path, errno)
+	}
+	runtime.UnlockOSThread()
+	return pid, err
+}
+
+// secbitNoSetuidFixup keeps a thread's capabilities when its uids change
+// (linux/securebits.h).
+const secbitNoSetuidFixup = 1 << 2

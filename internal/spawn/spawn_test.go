@@ -1,10 +1,14 @@
 package spawn
 
 import (
+	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestStartAndWait: the child gets /dev/null for missing stdio and the
@@ -70,3 +74,54 @@ func TestSignal(t *testing.T) {
 		t.Errorf("Signal through a closed pidfd: %v; want os.ErrProcessDone", err)
 	}
 }
+
+// TestStartAsOwnsTheNamespace: a user namespace started with StartAs
+// belongs to the owner given, the starting thread comes back as it was, and
+// the child inherits the securebits it must clear (as the init does).
+func TestStartAsOwnsTheNamespace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("StartAs needs root")
+	}
+	const owner = 1999999999
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	attr := &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER}
+	pid, err := StartAs(owner, "/bin/sh", []string{"sh", "-c", "grep -E '^(Uid|Gid)' /proc/self/status; read x"}, nil, []*os.File{r, w, nil}, attr)
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { syscall.Kill(pid, syscall.SIGKILL); Wait(pid) }()
+	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	got, err := unix.IoctlGetUint32(int(ns.Fd()), nsGetOwnerUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != owner {
+		t.Errorf("the namespace belongs to uid %d; want %d", got, owner)
+	}
+	if os.Geteuid() != 0 {
+		t.Errorf("the caller's effective uid stayed %d", os.Geteuid())
+	}
+	// Every thread of this process is as it was: no uid changed for
+	// good, and no securebits left set.
+	for i := 0; i < 20; i++ {
+		if bits, err := unix.PrctlRetInt(unix.PR_GET_SECUREBITS, 0, 0, 0, 0); err != nil || bits != 0 {
+			t.Fatalf("securebits %#x left on a thread (%v)", bits, err)
+		}
+		if uid := syscall.Geteuid(); uid != 0 {
+			t.Fatalf("euid %d left on a thread", uid)
+		}
+		runtime.Gosched()
+	}
+}
+
+// nsGetOwnerUID is NS_GET_OWNER_UID (linux/nsfs.h).
+const nsGetOwnerUID = 0xb704

@@ -2135,6 +2135,13 @@ int main(int argc, char **argv)
 		return 1;
 	prctl(PR_SET_NAME, "jail-init", 0, 0, 0);
 	leave_signals_to_kernel();
+	/* Started by a thread that kept its capabilities across a change of
+	 * its uid to create the user namespace as its owner (spawn.StartAs),
+	 * the init must not keep doing so: uid changes drop capabilities
+	 * again, as the command's user switch relies on. */
+	int securebits = prctl(PR_GET_SECUREBITS, 0, 0, 0, 0);
+	if (securebits != 0 && prctl(PR_SET_SECUREBITS, 0, 0, 0, 0) != 0)
+		return 1;
 
 	struct message msg;
 	if (recv_message(CONTROL_FD, &msg) != 0 || strcmp(msg.kind, "config") != 0 || msg.config == NULL)
