@@ -450,7 +450,7 @@ func SpawnOf(path string, args, env []string, attr *syscall.SysProcAttr) (contro
 		UIDMap:     mapsOf(attr.UidMappings), GIDMap: mapsOf(attr.GidMappings),
 		Setgroups: attr.GidMappingsEnableSetgroups,
 		Setsid:    attr.Setsid, Pdeathsig: int(attr.Pdeathsig),
-		Owner:     -1,
+		Owner: -1,
 	}
 	for _, c := range attr.AmbientCaps {
 		sp.AmbientCaps = append(sp.AmbientCaps, uint64(c))
