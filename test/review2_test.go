@@ -451,8 +451,7 @@ func TestImageImportOfAZstdBombStaysSmall(t *testing.T) {
 		writeLayout(t, filepath.Join(dir, "bomb"), "localhost/zstd-bomb:1", image(t, nil, nil, zstdRLELayer(t, 256<<20)))
 		cmd := command(m, "image", "import", filepath.Join(dir, "bomb"), "--quiet")
 		cmd.Env = append(cmd.Env, "JAIL_IMAGE_STORE="+store)
-		r := runCmd(t, cmd)
-		rss := maxRSS(cmd)
+		r, rss := runMeasured(t, cmd)
 		t.Logf("import: exit %d, %q; largest resident set %d MiB", r.code, r.stderr, rss>>20)
 		if rss > 192<<20 {
 			t.Errorf("importing 256 MiB of zstd run-length blocks took a resident set of %d MiB", rss>>20)

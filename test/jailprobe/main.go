@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"sort"
 	"strconv"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -17,7 +19,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: jailprobe connect ADDR | connect-unix PATH | ptrace PID | open-write PATH | flock PATH | tiocsti | fds | pids | growsdown MIB | uring-create PATH")
+		fmt.Fprintln(os.Stderr, "usage: jailprobe connect ADDR | connect-unix PATH | ptrace PID | open-write PATH | flock PATH | tiocsti | fds | pids | growsdown MIB | uring-create PATH | maxrss CMD...")
 		os.Exit(2)
 	}
 	arg := ""
@@ -99,6 +101,21 @@ func main() {
 				return
 			}
 		}
+	case "maxrss":
+		// Runs the rest of the arguments and prints the largest resident
+		// set of it and its descendants, in KiB, on stderr. Measured here,
+		// not by the test binary: a child exec'd from a process whose
+		// memory it shared (vfork) inherits that process's high-water mark.
+		cmd := exec.Command(os.Args[2], os.Args[3:]...)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+		err := cmd.Run()
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			fmt.Fprintf(os.Stderr, "jailprobe: maxrss %d\n", ru.Maxrss)
+		}
+		if err != nil {
+			os.Exit(cmd.ProcessState.ExitCode())
+		}
+		return
 	case "pids":
 		entries, _ := os.ReadDir("/proc")
 		var pids []int
