@@ -103,10 +103,10 @@ func StatusError(code int, sig syscall.Signal) error {
 // attr) created, and so owned, by host uid owner rather than by the caller,
 // which must be root (namespaces.NamespaceOwner says why); owner -1 is
 // Start. The clone is made from this goroutine's thread, locked to it,
-// with that thread's effective uid set to owner for the clone alone and
-// its capabilities kept (SECBIT_NO_SETUID_FIXUP), which the child
-// inherits: the child must clear its securebits before anything else (the
-// init does). Nothing else runs on the thread meanwhile.
+// with that thread's real and effective uid set to owner for the clone
+// alone and its capabilities kept (SECBIT_NO_SETUID_FIXUP; the child's
+// securebits start afresh in its new user namespace, and the inits clear
+// them anyway). Nothing else runs on the thread meanwhile.
 func StartAs(owner int, path string, args, env []string, files []*os.File, attr *syscall.SysProcAttr) (int, error) {
 	if owner < 0 {
 		return Start(path, args, env, files, attr)
@@ -121,15 +121,20 @@ func StartAs(owner int, path string, args, env []string, files []*os.File, attr 
 		runtime.UnlockOSThread()
 		return 0, fmt.Errorf("start %s: securebits: %w", path, errno)
 	}
+	// Real and effective uid both: an exec with the two apart counts as
+	// a set-uid one, which (before Linux 6.x) clears the ambient
+	// capabilities an unmapped init keeps across its exec. The saved uid
+	// stays, to come back.
 	keep := ^uintptr(0) // -1: leave the id as it is
-	_, _, errno = syscall.RawSyscall(syscall.SYS_SETRESUID, keep, uintptr(owner), keep)
+	ruid := syscall.Getuid()
+	_, _, errno = syscall.RawSyscall(syscall.SYS_SETRESUID, uintptr(owner), uintptr(owner), keep)
 	var pid int
 	err := error(nil)
 	if errno != 0 {
 		err = fmt.Errorf("start %s: become namespace owner %d: %w", path, owner, errno)
 	} else {
 		pid, err = Start(path, args, env, files, attr)
-		if _, _, errno := syscall.RawSyscall(syscall.SYS_SETRESUID, keep, 0, keep); errno != 0 {
+		if _, _, errno := syscall.RawSyscall(syscall.SYS_SETRESUID, uintptr(ruid), 0, keep); errno != 0 {
 			// The thread stays locked and so ends with its goroutine;
 			// it keeps every capability meanwhile, which is all this
 			// goroutine needs.

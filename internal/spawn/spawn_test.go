@@ -116,8 +116,8 @@ func TestStartAsOwnsTheNamespace(t *testing.T) {
 		if bits, err := unix.PrctlRetInt(unix.PR_GET_SECUREBITS, 0, 0, 0, 0); err != nil || bits != 0 {
 			t.Fatalf("securebits %#x left on a thread (%v)", bits, err)
 		}
-		if uid := syscall.Geteuid(); uid != 0 {
-			t.Fatalf("euid %d left on a thread", uid)
+		if uid, euid := syscall.Getuid(), syscall.Geteuid(); uid != 0 || euid != 0 {
+			t.Fatalf("uid %d, euid %d left on a thread", uid, euid)
 		}
 		runtime.Gosched()
 	}
