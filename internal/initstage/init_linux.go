@@ -121,9 +121,11 @@ func run() int {
 		return 1
 	}
 	// Started by a thread that kept its capabilities across a change of
-	// its uid to create the user namespace as its owner (spawn.StartAs),
-	// the init must not keep doing so: uid changes drop capabilities
-	// again, as the command's user switch relies on.
+	// its uid (SECBIT_NO_SETUID_FIXUP) to create the user namespace as its
+	// owner (spawn.StartAs): the kernel starts the new namespace's
+	// credentials with default securebits, and this makes sure of it,
+	// since the command's user switch relies on uid changes dropping
+	// capabilities.
 	if bits, err := unix.PrctlRetInt(unix.PR_GET_SECUREBITS, 0, 0, 0, 0); err != nil || bits != 0 {
 		if _, _, errno := syscall.AllThreadsSyscall(syscall.SYS_PRCTL, unix.PR_SET_SECUREBITS, 0, 0); errno != 0 {
 			return 1

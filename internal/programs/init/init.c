@@ -2136,9 +2136,11 @@ int main(int argc, char **argv)
 	prctl(PR_SET_NAME, "jail-init", 0, 0, 0);
 	leave_signals_to_kernel();
 	/* Started by a thread that kept its capabilities across a change of
-	 * its uid to create the user namespace as its owner (spawn.StartAs),
-	 * the init must not keep doing so: uid changes drop capabilities
-	 * again, as the command's user switch relies on. */
+	 * its uid (SECBIT_NO_SETUID_FIXUP) to create the user namespace as its
+	 * owner (spawn.StartAs): the kernel starts the new namespace's
+	 * credentials with default securebits, and this makes sure of it,
+	 * since the command's user switch relies on uid changes dropping
+	 * capabilities. */
 	int securebits = prctl(PR_GET_SECUREBITS, 0, 0, 0, 0);
 	if (securebits != 0 && prctl(PR_SET_SECUREBITS, 0, 0, 0, 0) != 0)
 		return 1;
