@@ -382,23 +382,49 @@ func ResolveProfile(store profiles.Store, name string) (*profiles.Profile, secco
 	return seccomp.Cached(seccomp.CacheDir(), store.Files(), name, programs.ProfileResolver())
 }
 
-// canonical resolves the symlinks of dir, or of the longest part of it
-// that exists (a directory jail has not made yet lies where its parent
-// leads); mount sources are compared in that form.
-func canonical(dir string) string {
+// resolver resolves the symbolic links of paths that need not exist: a
+// path is taken where its longest existing part leads, the rest appended.
+// It remembers what it looked up, so the many paths below a few places
+// (jail's directories in each home) cost a few lstat calls, not dozens.
+type resolver map[string]resolved
+
+type resolved struct {
+	path   string
+	exists bool
+}
+
+// canonical is dir resolved (see resolver); "" stays "".
+func (r resolver) canonical(dir string) string {
 	if dir == "" {
 		return ""
 	}
-	rest := ""
-	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
-		if resolved, err := filepath.EvalSymlinks(d); err == nil {
-			return filepath.Join(resolved, rest)
-		}
-		if d == "/" || d == "." {
-			return dir
-		}
-		rest = filepath.Join(filepath.Base(d), rest)
+	return r.resolve(filepath.Clean(dir)).path
+}
+
+func (r resolver) resolve(p string) resolved {
+	if p == "/" || p == "." {
+		return resolved{p, true}
 	}
+	if v, ok := r[p]; ok {
+		return v
+	}
+	parent := r.resolve(filepath.Dir(p))
+	v := resolved{path: filepath.Join(parent.path, filepath.Base(p))}
+	if parent.exists {
+		var st unix.Stat_t
+		if unix.Lstat(v.path, &st) == nil {
+			v.exists = true
+			if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+				if real, err := filepath.EvalSymlinks(v.path); err == nil {
+					v.path = real
+				} else {
+					v.exists = false
+				}
+			}
+		}
+	}
+	r[p] = v
+	return v
 }
 
 // ImageStore is the caller's image store (images.CallerStore).
@@ -581,6 +607,7 @@ func openHostSource(path, callerHome string, jailDirs []string) (*hostSource, er
 // under another): none of them, nor a directory holding one, may be shown
 // to a sandbox. store is the image store in use.
 func jailStateDirs(store string) []string {
+	paths := resolver{}
 	dirs := append([]string{"/run/jail", "/var/lib/jail", "/var/cache/jail", "/etc/jail",
 		seccomp.CacheDir(), store, os.Getenv("JAIL_IMAGE_STORE")}, programs.Dirs()...)
 	for _, env := range []string{"XDG_RUNTIME_DIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME"} {
@@ -598,7 +625,7 @@ func jailStateDirs(store string) []string {
 			// The credential stores of a home reached through a symlink
 			// (/home -> var/home), where the policy, which compares the
 			// home as $HOME names it, would not see them.
-			if real := canonical(h); real != filepath.Clean(h) {
+			if real := paths.canonical(h); real != filepath.Clean(h) {
 				for _, name := range rootfs.CredentialNames() {
 					dirs = append(dirs, filepath.Join(real, name))
 				}
@@ -612,7 +639,7 @@ func jailStateDirs(store string) []string {
 		if !filepath.IsAbs(d) {
 			continue
 		}
-		for _, form := range []string{filepath.Clean(d), canonical(d)} {
+		for _, form := range []string{filepath.Clean(d), paths.canonical(d)} {
 			if !seen[form] {
 				seen[form] = true
 				out = append(out, form)
