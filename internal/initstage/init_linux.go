@@ -378,7 +378,7 @@ func lockDown(keep uint64) error {
 // profile's filter is loaded. It returns the command's pid and a pidfd of
 // it.
 func spawn(p *config.Process, policy filter.Filter, stdio []uintptr) (int, *os.File, error) {
-	path, err := lookPath(p.Args[0], envValue(p.Env, "PATH"))
+	path, err := lookPath(p.Args[0], envValue(p.Env, "PATH"), p.Cwd)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -563,32 +563,48 @@ func openPty(rows, cols uint16) (master, slave *os.File, err error) {
 }
 
 // lookPath finds the command as a shell would, with the sandbox's PATH.
-func lookPath(name, path string) (string, error) {
+func lookPath(name, path, cwd string) (string, error) {
+	// What is returned is what to execute once in cwd: the path as a
+	// shell gives it to execve (a script's $0), relative ones included.
 	if strings.Contains(name, "/") {
-		return name, checkExecutable(name, name)
+		return name, checkExecutable(name, inCwd(cwd, name))
 	}
 	if path == "" {
 		path = "/usr/local/bin:/usr/bin:/bin"
 	}
 	denied := ""
 	for _, dir := range filepath.SplitList(path) {
-		if dir == "" {
-			dir = "."
+		candidate := name
+		if dir != "" {
+			candidate = dir + "/" + name
 		}
-		candidate := filepath.Join(dir, name)
-		err := checkExecutable(name, candidate)
+		full := inCwd(cwd, candidate)
+		if len(full) >= unix.PathMax {
+			return "", &execError{code: 126, reason: fmt.Sprintf("exec %s: a PATH entry is too long", name)}
+		}
+		err := checkExecutable(name, full)
 		if err == nil {
 			return candidate, nil
 		}
 		var ee *execError
 		if errors.As(err, &ee) && ee.code == 126 && denied == "" {
-			denied = candidate
+			denied = full
 		}
 	}
 	if denied != "" {
 		return "", &execError{code: 126, reason: fmt.Sprintf("exec %s: %s: permission denied", name, denied)}
 	}
 	return "", &execError{code: 127, reason: fmt.Sprintf("exec %s: command not found", name)}
+}
+
+// inCwd is the path rel names from the command's working directory cwd
+// (rel itself when absolute): the init checks the command before the
+// command's process changes into cwd.
+func inCwd(cwd, rel string) string {
+	if filepath.IsAbs(rel) {
+		return rel
+	}
+	return cwd + "/" + rel
 }
 
 func checkExecutable(name, path string) error {

@@ -1816,12 +1816,29 @@ static int check_executable(const char *path)
 	return 0;
 }
 
-/* look_path finds the command as a shell would, with the sandbox's PATH. */
-static int look_path(const char *name, const char *path, char *out, size_t size, struct failure *f)
+/* in_cwd writes into out the path rel names from the command's working
+ * directory cwd (rel itself when absolute): the init checks the command
+ * before the command's process changes into cwd. -1 when it does not fit:
+ * a truncated path must never be checked, let alone executed. */
+static int in_cwd(const char *cwd, const char *rel, int rel_len, char *out, size_t size)
 {
+	int n = rel[0] == '/' ? snprintf(out, size, "%.*s", rel_len, rel)
+			      : snprintf(out, size, "%s/%.*s", cwd, rel_len, rel);
+	return n < 0 || (size_t)n >= size ? -1 : 0;
+}
+
+/* look_path finds the command as a shell would, with the sandbox's PATH: a
+ * name with a slash, and any relative PATH entry, from the working
+ * directory. out is what to execute once there: the path as the shell
+ * would give it to execve (a script's $0), relative ones included. */
+static int look_path(const char *name, const char *path, const char *cwd, char *out, size_t size, struct failure *f)
+{
+	char full[PATH_MAX];
 	if (strchr(name, '/') != NULL) {
-		snprintf(out, size, "%s", name);
-		switch (check_executable(name)) {
+		int n = snprintf(out, size, "%s", name);
+		if (n < 0 || (size_t)n >= size || in_cwd(cwd, name, n, full, sizeof(full)) != 0)
+			return exec_failure(f, 126, "exec %s: file name too long", name);
+		switch (check_executable(full)) {
 		case 127:
 			return exec_failure(f, 127, "exec %s: no such file or directory", name);
 		case 126:
@@ -1834,15 +1851,16 @@ static int look_path(const char *name, const char *path, char *out, size_t size,
 	char denied[PATH_MAX] = "";
 	for (const char *p = path;;) {
 		const char *end = strchrnul(p, ':');
-		char candidate[PATH_MAX];
+		char entry[PATH_MAX], candidate[PATH_MAX];
 		int len = (int)(end - p);
-		if (len == 0 || (len == 1 && p[0] == '.'))
-			snprintf(candidate, sizeof(candidate), "%s", name);
-		else
-			snprintf(candidate, sizeof(candidate), "%.*s/%s", len, p, name);
+		int n = len == 0 ? snprintf(entry, sizeof(entry), "%s", name)
+				 : snprintf(entry, sizeof(entry), "%.*s/%s", len, p, name);
+		if (n < 0 || (size_t)n >= sizeof(entry) || in_cwd(cwd, entry, n, candidate, sizeof(candidate)) != 0)
+			return exec_failure(f, 126, "exec %s: a PATH entry is too long", name);
 		int code = check_executable(candidate);
 		if (code == 0) {
-			snprintf(out, size, "%s", candidate);
+			/* Fits: entry is shorter than PATH_MAX, as out is. */
+			snprintf(out, size, "%s", entry);
 			return 0;
 		}
 		if (code == 126 && denied[0] == '\0')
@@ -1942,7 +1960,7 @@ static int spawn(const struct config *c, const struct process *p, const int stdi
 	if (p->nargs == 0)
 		return fail(f, "init", "no command");
 	char path[PATH_MAX];
-	if (look_path(p->args[0], env_value(p, "PATH"), path, sizeof(path), f) != 0)
+	if (look_path(p->args[0], env_value(p, "PATH"), p->cwd, path, sizeof(path), f) != 0)
 		return -1;
 	struct stat st;
 	if (stat(p->cwd, &st) != 0 || !S_ISDIR(st.st_mode)) {
