@@ -101,7 +101,7 @@ func TestBadInput(t *testing.T) {
 		args []string
 		hint string
 	}{
-		{"unknown flag", []string{"run", "--frobnicate", "--", "true"}, "flag provided but not defined"},
+		{"unknown flag", []string{"run", "--frobnicate", "--", "true"}, "unknown option --frobnicate (see 'jail help run')"},
 		{"unknown subcommand", []string{"frobnicate"}, "unknown command"},
 		{"no command", []string{"run"}, "no command"},
 		{"missing rootfs", []string{"run", "--rootfs", "/no/such/dir", "--", "true"}, "--rootfs /no/such/dir"},

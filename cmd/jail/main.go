@@ -25,7 +25,7 @@ const usage = `usage: jail COMMAND [OPTIONS]
   serve [--socket PATH] [--pool N]          the HTTP API on a unix socket
   version                                   print the version
 
-Run 'jail run --help' for the RUN OPTIONS.
+Run 'jail help run' (or 'jail run --help') for the RUN OPTIONS.
 `
 
 func dispatch(args []string) int {
@@ -46,6 +46,10 @@ func dispatch(args []string) int {
 		fmt.Printf("jail %s\n", jail.Version)
 		return 0
 	case "help", "-h", "--help":
+		// jail help COMMAND: that command's own help.
+		if len(args) == 2 && (args[1] == "run" || args[1] == "serve") {
+			return dispatch([]string{args[1], "--help"})
+		}
 		fmt.Print(usage)
 		return 0
 	case "serve":
@@ -67,11 +71,15 @@ func parseFlags(fs *flag.FlagSet, args []string, usage string) (code int, done b
 		return 0, false
 	case errors.Is(err, flag.ErrHelp):
 		fmt.Println("usage: " + usage)
-		fs.SetOutput(os.Stdout)
-		fs.PrintDefaults()
+		if fs.Name() == "run" {
+			printOptions(os.Stdout, runOptions)
+			fmt.Println("\nSizes: K, M, G are binary; a bare number is bytes. Durations: 500ms, 30s, 2m.")
+		} else {
+			printFlags(os.Stdout, fs)
+		}
 		return 0, true
 	default:
-		return fail("%s: %v", fs.Name(), err), true
+		return fail("%s", flagError(fs.Name(), err)), true
 	}
 }
 

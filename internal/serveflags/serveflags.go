@@ -22,9 +22,9 @@ type Flags struct {
 
 // Register defines the flags in fs, with their defaults.
 func (f *Flags) Register(fs *flag.FlagSet) {
-	fs.StringVar(&f.Socket, "socket", "", "unix socket to listen on (default /run/jail/jail.sock for root, $XDG_RUNTIME_DIR/jail/jail.sock otherwise)")
-	fs.IntVar(&f.Pool, "pool", 2, "sandboxes kept ready per (image, root, profile); 0 for none")
-	fs.IntVar(&f.MaxRuns, "max-runs", 0, "runs at once; later requests wait (default 16 per CPU)")
+	fs.StringVar(&f.Socket, "socket", "", "the unix socket `PATH` to listen on (default /run/jail/jail.sock for root, $XDG_RUNTIME_DIR/jail/jail.sock otherwise)")
+	fs.IntVar(&f.Pool, "pool", 2, "`N` sandboxes kept ready per (image, root, profile); 0 for none")
+	fs.IntVar(&f.MaxRuns, "max-runs", 0, "at most `N` runs at once; later requests wait (default 16 per CPU)")
 }
 
 // Check refuses values out of range, in jail's one-line form.
