@@ -771,15 +771,10 @@ func (s *supervisor) startInit(initEnd *os.File) error {
 	return nil
 }
 
-// openInit opens what the init runs: the C init where this build has it
-// (a forker, another process, can execute only its copy on disk, not a
-// memfd of this one), or else the stage program's Go init.
+// openInit opens what the init runs: the C init where this build has it,
+// or else the stage program's Go init.
 func (s *supervisor) openInit() error {
-	open := programs.Open
-	if s.byForker {
-		open = programs.OpenCopy
-	}
-	p, err := open(programs.Init)
+	p, err := programs.Open(programs.Init)
 	if err != nil {
 		p, err = programs.Open(programs.Stage)
 		s.goInit = true
@@ -848,8 +843,8 @@ func (s *supervisor) startForked(cmd *initStart) error {
 		return &SetupError{Step: step, Err: err}
 	}
 	// The forker executes the C init from the descriptor sent with the
-	// spawn (checked by programs.OpenCopy), or else re-executes itself,
-	// the stage program, as the init.
+	// spawn (checked by programs.Open), or else re-executes itself, the
+	// stage program, as the init.
 	path := cmd.path
 	if s.goInit {
 		path = "/proc/self/exe"

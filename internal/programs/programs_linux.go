@@ -144,16 +144,12 @@ func Open(name string) (*Program, error) {
 	return &Program{Path: fmt.Sprintf("/proc/self/fd/%d", f.Fd()), file: f}, nil
 }
 
-// OpenCopy is Open for a program that another process is to execute (a
-// pool's forker): that process is handed File, and executes it as its own
-// /proc/self/fd/N. (Another process's /proc/PID/fd/N cannot serve: a child
-// in a new user namespace may not follow it.)
-func OpenCopy(name string) (*Program, error) {
-	return Open(name)
-}
-
 // File is the descriptor the program runs from, or nil when it is the
-// running executable (Path /proc/self/exe). It stays the Program's.
+// running executable (Path /proc/self/exe). It stays the Program's. Another
+// process that is to execute the program (a pool's forker) is handed File
+// and executes it as its own /proc/self/fd/N: another process's
+// /proc/PID/fd/N cannot serve, since a child in a new user namespace may
+// not follow it.
 func (p *Program) File() *os.File { return p.file }
 
 // PathFor returns what to execute in a child handed extra descriptors
