@@ -56,9 +56,11 @@ func (s Store) Open() (*Opened, error) {
 
 // Prepare opens the store for changing it, making what is missing: as
 // root, the store and layers/ belong to group Base (the sandboxes' host
-// gid), mode 0750, so that a sandbox's init can reach its layers and other
-// users of the host cannot. Only directories Prepare makes get an owner and
-// mode set; an existing directory is checked, never changed.
+// gid), mode 0710 (storeDirMode), so that a sandbox's init can reach its
+// layers and other users of the host cannot. Only directories Prepare
+// makes get an owner and mode set; an existing directory is checked, and
+// changed only to take from group Base the listing an earlier jail gave it
+// (unlisted).
 func (s Store) Prepare() (*Opened, error) {
 	return s.open(true)
 }

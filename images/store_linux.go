@@ -254,7 +254,7 @@ func (o *Opened) List() ([]Image, error) {
 	return out, nil
 }
 
-// Remove deletes an image's name, and the layers no other image uses.
+// Remove deletes an image's name (Prune then removes its layers).
 func (o *Opened) Remove(ref string) error {
 	n, err := Normalize(ref)
 	if err != nil {
