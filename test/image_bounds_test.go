@@ -26,6 +26,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/jail-sandbox/jail/internal/tartest"
 )
 
 // imageWithConfig is image with its config changed by edit.
@@ -256,56 +258,6 @@ func TestImageWorkingDirIsCheckedAsWorkdir(t *testing.T) {
 	})
 }
 
-// rawHeader is one ustar header block, checksummed.
-func rawHeader(name string, typ byte, size int64) []byte {
-	b := make([]byte, 512)
-	copy(b[0:], name)
-	copy(b[100:], "0000644\x00")
-	copy(b[108:], "0000000\x00")
-	copy(b[116:], "0000000\x00")
-	copy(b[124:], fmt.Sprintf("%011o\x00", size))
-	copy(b[136:], "14510130000\x00")
-	b[156] = typ
-	copy(b[257:], "ustar\x0000")
-	copy(b[148:], "        ")
-	sum := 0
-	for _, c := range b {
-		sum += int(c)
-	}
-	copy(b[148:], fmt.Sprintf("%06o\x00 ", sum))
-	return b
-}
-
-func pad512(b []byte) []byte {
-	if r := len(b) % 512; r != 0 {
-		b = append(b, make([]byte, 512-r)...)
-	}
-	return b
-}
-
-// sparseTar is a tar holding one PAX (GNU 1.0) sparse file of realsize
-// bytes with 5 bytes of data: a few KiB that expand to realsize.
-func sparseTar(name string, realsize int64) []byte {
-	var records []byte
-	for _, kv := range [][2]string{{"GNU.sparse.major", "1"}, {"GNU.sparse.minor", "0"}, {"GNU.sparse.name", name}, {"GNU.sparse.realsize", strconv.FormatInt(realsize, 10)}} {
-		rec := " " + kv[0] + "=" + kv[1] + "\n"
-		n := len(rec) + 1
-		for len(strconv.Itoa(n))+len(rec) != n {
-			n++
-		}
-		records = append(records, strconv.Itoa(n)+rec...)
-	}
-	sparseMap := pad512([]byte("1\n0\n5\n"))
-	data := pad512([]byte("hello"))
-	var out []byte
-	out = append(out, rawHeader("PaxHeaders/"+name, 'x', int64(len(records)))...)
-	out = append(out, pad512(records)...)
-	out = append(out, rawHeader("GNUSparseFile.0/"+name, '0', int64(len(sparseMap)+5))...)
-	out = append(out, sparseMap...)
-	out = append(out, data...)
-	return append(out, make([]byte, 1024)...)
-}
-
 // gzipOf compresses data.
 func gzipOf(t *testing.T, data []byte) []byte {
 	var buf bytes.Buffer
@@ -408,7 +360,7 @@ func TestImageImportSizeBounds(t *testing.T) {
 			asTar bool   // imported as an OCI archive rather than a layout
 		}{
 			// The archive: a few KiB, one sparse entry of 2 GiB.
-			{what: "sparse entry", img: image(t, nil, nil, layerFromBytes(t, sparseTar("big", 2<<30))), flags: []string{"--max-layer-size", "1G"}, bound: "per layer", asTar: true},
+			{what: "sparse entry", img: image(t, nil, nil, layerFromBytes(t, tartest.Sparse("big", 2<<30))), flags: []string{"--max-layer-size", "1G"}, bound: "per layer", asTar: true},
 			// 96 MiB of zeros in a file, in a ~100 KiB gzip blob.
 			{what: "gzip bomb", img: bombImage, flags: []string{"--max-layer-size", "64M"}, bound: "per layer"},
 			// The same zeros after the tar's end: nothing written, but
