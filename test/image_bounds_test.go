@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -92,12 +91,7 @@ func layerPath(t *testing.T, store string, img v1.Image) string {
 func TestHostileImageFilesDoNotStallJail(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		store := storeDir(t, m)
-		jailS := func(args ...string) result {
-			t.Helper()
-			cmd := command(m, args...)
-			cmd.Env = append(cmd.Env, "JAIL_IMAGE_STORE="+store)
-			return runCmd(t, cmd)
-		}
+		jailS := withStoreAt(t, m, store)
 		dir := sharedTempDir(t, rootless)
 		// A host file an image's link might aim at: were it read, the
 		// user would get uid 4242.
@@ -140,8 +134,7 @@ func TestHostileImageFilesDoNotStallJail(t *testing.T) {
 			{"link-to-shadow", "the image has no /etc/passwd"},
 		} {
 			t.Run(c.what, func(t *testing.T) {
-				cmd := command(m, "run", "--timeout", "3s", "--image", "localhost/"+c.what+":1", "--", "id", "-u")
-				cmd.Env = append(cmd.Env, "JAIL_IMAGE_STORE="+store)
+				cmd := storeCommand(m, store, "run", "--timeout", "3s", "--image", "localhost/"+c.what+":1", "--", "id", "-u")
 				r, rss := runMeasured(t, cmd) // a hang fails here, not a timing
 				if r.code != 125 || !strings.HasPrefix(r.stderr, "jail: image localhost/"+c.what+":1: ") || !strings.Contains(r.stderr, c.want) || strings.Count(r.stderr, "\n") != 1 {
 					t.Errorf("exit %d, stdout %q, stderr %q; want 125 and one `jail:` line saying %q", r.code, r.stdout, r.stderr, c.want)
@@ -159,8 +152,7 @@ func TestHostileImageFilesDoNotStallJail(t *testing.T) {
 		// server's lock while blocked), and the server answers meanwhile.
 		t.Run("serve", func(t *testing.T) {
 			socket := filepath.Join(sharedTempDir(t, map[bool]*account{true: rootless}[m.rootless]), "jail.sock")
-			serve := command(m, "serve", "--socket", socket, "--pool", "1")
-			serve.Env = append(serve.Env, "JAIL_IMAGE_STORE="+store)
+			serve := storeCommand(m, store, "serve", "--socket", socket, "--pool", "1")
 			if err := serve.Start(); err != nil {
 				t.Fatal(err)
 			}
@@ -296,27 +288,12 @@ func smallFiles(dir string, n, size int) []entry {
 	return es
 }
 
-// storeListing describes every file of a store (path, type, mode, owner,
-// size) and images.json's content, to compare before and after.
+// storeListing describes every file of a store (dirState) and images.json's
+// content, to compare before and after.
 func storeListing(t *testing.T, store string) string {
 	t.Helper()
-	var lines []string
-	filepath.WalkDir(store, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			lines = append(lines, p+": "+err.Error())
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return nil
-		}
-		st := info.Sys().(*syscall.Stat_t)
-		lines = append(lines, fmt.Sprintf("%s %v %d:%d %d", strings.TrimPrefix(p, store), info.Mode(), st.Uid, st.Gid, info.Size()))
-		return nil
-	})
-	sort.Strings(lines)
 	index, _ := os.ReadFile(filepath.Join(store, "images.json"))
-	return strings.Join(lines, "\n") + "\n" + string(index)
+	return dirState(t, store) + "\n" + string(index)
 }
 
 // TestImageImportSizeBounds (SECURITY-LESSONS row 30): an import writes no
@@ -340,12 +317,7 @@ func TestImageImportSizeBounds(t *testing.T) {
 
 	forEachMode(t, func(t *testing.T, m mode) {
 		store := storeDir(t, m)
-		jailS := func(args ...string) result {
-			t.Helper()
-			cmd := command(m, args...)
-			cmd.Env = append(cmd.Env, "JAIL_IMAGE_STORE="+store)
-			return runCmd(t, cmd)
-		}
+		jailS := withStoreAt(t, m, store)
 		dir := sharedTempDir(t, rootless)
 		writeLayout(t, filepath.Join(dir, "good"), "localhost/good:1", image(t, nil, nil, layerOf(t, busyboxEntries(t))))
 		if r := jailS("image", "import", filepath.Join(dir, "good"), "--quiet"); r.code != 0 {
@@ -465,8 +437,7 @@ func TestImageStoreRefusesLinksAndOthersDirectories(t *testing.T) {
 		// goodStore is a store holding localhost/good:1.
 		goodStore := func(t *testing.T) string {
 			store := storeDir(t, m)
-			cmd := command(m, "image", "import", layout, "--quiet")
-			cmd.Env = append(cmd.Env, "JAIL_IMAGE_STORE="+store)
+			cmd := storeCommand(m, store, "image", "import", layout, "--quiet")
 			if r := runCmd(t, cmd); r.code != 0 {
 				t.Fatalf("import: %q", r.stderr)
 			}
@@ -553,8 +524,7 @@ func TestImageStoreRefusesLinksAndOthersDirectories(t *testing.T) {
 			}},
 			{what: "the store is root's", userOnly: true, refused: all, setup: func(t *testing.T) (string, string) {
 				store := filepath.Join(sharedTempDir(t, nil), "store")
-				cmd := command(asRoot, "image", "import", layout, "--quiet")
-				cmd.Env = append(cmd.Env, "JAIL_IMAGE_STORE="+store)
+				cmd := storeCommand(asRoot, store, "image", "import", layout, "--quiet")
 				if r := runCmd(t, cmd); r.code != 0 {
 					t.Fatalf("import as root: %q", r.stderr)
 				}
@@ -588,8 +558,7 @@ func TestImageStoreRefusesLinksAndOthersDirectories(t *testing.T) {
 						"run":    {"run", "--image", "localhost/good:1", "--", "/bin/ls", "/"},
 						"rm":     {"image", "rm", "localhost/good:1"},
 					}[what]
-					cmd := command(m, args...)
-					cmd.Env = append(cmd.Env, "JAIL_IMAGE_STORE="+store)
+					cmd := storeCommand(m, store, args...)
 					r := runCmd(t, cmd)
 					if r.code != 125 || !strings.HasPrefix(r.stderr, "jail: ") || strings.Count(r.stderr, "\n") != 1 {
 						t.Errorf("%s: exit %d, stdout %q, stderr %q; want 125 and one `jail:` line", what, r.code, r.stdout, r.stderr)
