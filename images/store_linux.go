@@ -383,14 +383,23 @@ func (s Store) List() ([]Image, error) {
 	return o.List()
 }
 
-// Remove deletes an image's name (Prune then removes its layers).
-func (s Store) Remove(ref string) error {
+// RemoveImage is `jail image rm`: the image's name goes (Remove), then
+// the layers no image uses any more and what interrupted imports left
+// (Prune), through one opening of the store. Its errors say which step
+// failed ("image REF: ...", "image rm: ...").
+func (s Store) RemoveImage(ref string) error {
 	o, err := s.Prepare()
 	if err != nil {
-		return err
+		return fmt.Errorf("image %s: %w", ref, err)
 	}
 	defer o.Close()
-	return o.Remove(ref)
+	if err := o.Remove(ref); err != nil {
+		return fmt.Errorf("image %s: %w", ref, err)
+	}
+	if _, err := o.Prune(); err != nil {
+		return fmt.Errorf("image rm: %w", err)
+	}
+	return nil
 }
 
 // Prune removes layers no image uses, and leftovers of interrupted imports.
@@ -401,16 +410,6 @@ func (s Store) Prune() (int, error) {
 	}
 	defer o.Close()
 	return o.Prune()
-}
-
-// Update changes images.json under the store's lock, atomically.
-func (s Store) Update(change func(map[string]Image) error) error {
-	o, err := s.Prepare()
-	if err != nil {
-		return err
-	}
-	defer o.Close()
-	return o.Update(change)
 }
 
 func Short(digest string) string {
