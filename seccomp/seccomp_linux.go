@@ -79,15 +79,16 @@ func Key(user profiles.Files, name, resolver string) (string, error) {
 
 // CacheDir is where compiled filters are kept: /var/cache/jail/seccomp for
 // root, ~/.cache/jail/seccomp for others, with the home of the caller's
-// uid in the password database: never a directory the environment names,
-// so that the directory jail keeps from sandboxes is the same whatever the
-// environment (a cron job, a CI step). "" when the caller has no home.
-func CacheDir() string {
+// uid in the password database (asked of users; nil reads it): never a
+// directory the environment names, so that the directory jail keeps from
+// sandboxes is the same whatever the environment (a cron job, a CI step).
+// "" when the caller has no home.
+func CacheDir(users *privdir.Passwd) string {
 	uid := os.Geteuid()
 	if uid == 0 {
 		return "/var/cache/jail/seccomp"
 	}
-	if home, err := privdir.HomeOf(uid); err == nil {
+	if home, err := users.HomeOf(uid); err == nil {
 		return filepath.Join(home, ".cache", "jail", "seccomp")
 	}
 	return ""
@@ -117,7 +118,9 @@ func Cached(dir string, user profiles.Files, name string, r Resolver) (*profiles
 		}
 		if cache, err = privdir.Open(dir, uid, unix.O_PATH); err == nil {
 			defer cache.Close()
-			if data, err := readEntry(cache, entry, uid); err == nil {
+			// The caller's own entry, which group and others cannot
+			// write.
+			if data, err := privdir.ReadFile(cache, entry, maxEntry, uid); err == nil {
 				var c Resolved
 				if json.Unmarshal(data, &c) == nil && c.Profile != nil && c.Filter.Valid() {
 					return c.Profile, c.Filter, nil
@@ -135,12 +138,6 @@ func Cached(dir string, user profiles.Files, name string, r Resolver) (*profiles
 		}
 	}
 	return p, f, nil
-}
-
-// readEntry reads file in dir if it is a regular file of uid's that
-// group and others cannot write, of at most maxEntry bytes.
-func readEntry(dir *os.File, file string, uid int) ([]byte, error) {
-	return privdir.ReadFile(dir, file, maxEntry, uid)
 }
 
 // writeEntry writes data as file in dir: under a temporary name, then

@@ -71,7 +71,7 @@ func storeMapping(sub string) (namespaces.Identity, bool) {
 	if os.Geteuid() == 0 || (sub != "import" && sub != "pull" && sub != "rm" && sub != "prune") {
 		return namespaces.Identity{}, false
 	}
-	id, err := namespaces.ForCaller(0, 0)
+	id, err := namespaces.ForCaller(nil, 0, 0)
 	return id, err == nil && id.SubIDs
 }
 

@@ -15,8 +15,6 @@
 package privdir
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +22,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -180,36 +179,97 @@ func MkdirAll(base, path string, uid int, perm uint32, flags int) (*os.File, err
 // maxPasswd bounds how much of /etc/passwd is read.
 const maxPasswd = 16 << 20
 
-// HomeOf returns the home directory of uid in the password database
-// (/etc/passwd), whatever $HOME says.
-func HomeOf(uid int) (string, error) {
-	f, err := os.OpenFile("/etc/passwd", os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+// Passwd is the password database (/etc/passwd) as one task (a sandbox's
+// start) sees it: read and parsed the first time it is asked, and answered
+// from that parse after, so that all that follows from accounts (the
+// directories of a home, root's profiles, a user's subordinate ids, the
+// homes a sandbox must not see) costs one read. The zero value is ready,
+// and it may be asked from several goroutines; a nil *Passwd reads the
+// database anew each time it is asked.
+type Passwd struct {
+	once     sync.Once
+	accounts []Account
+	err      error
+}
+
+// Account is one entry of the password database.
+type Account struct {
+	Name string
+	UID  int
+	// uid is the uid as written: Lookup takes only an entry that writes
+	// it as the number is written.
+	uid string
+	// Home and Shell are as written (a home may be relative, or empty).
+	Home, Shell string
+}
+
+// Accounts returns the database's entries, in their order, or why it
+// could not be read.
+func (p *Passwd) Accounts() ([]Account, error) {
+	if p == nil {
+		return readPasswd()
+	}
+	p.once.Do(func() { p.accounts, p.err = readPasswd() })
+	return p.accounts, p.err
+}
+
+// Lookup returns the first named entry of uid.
+func (p *Passwd) Lookup(uid int) (Account, error) {
+	accounts, err := p.Accounts()
+	id := strconv.Itoa(uid)
+	for _, a := range accounts {
+		if a.uid == id && a.Name != "" {
+			return a, nil
+		}
+	}
+	if err != nil {
+		return Account{}, err
+	}
+	return Account{}, fmt.Errorf("uid %d: no entry in /etc/passwd", uid)
+}
+
+// HomeOf returns the home directory of uid in the password database,
+// whatever $HOME says.
+func (p *Passwd) HomeOf(uid int) (string, error) {
+	a, err := p.Lookup(uid)
 	if err != nil {
 		return "", err
 	}
+	if !filepath.IsAbs(a.Home) {
+		return "", fmt.Errorf("uid %d: home %q is not an absolute path", uid, a.Home)
+	}
+	return filepath.Clean(a.Home), nil
+}
+
+// readPasswd reads /etc/passwd, a regular file, without blocking and at
+// most maxPasswd bytes of it, and parses its entries
+// (name:password:UID:GID:gecos:home:shell; a line starting with # is none).
+func readPasswd() ([]Account, error) {
+	f, err := os.OpenFile("/etc/passwd", os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, err
+	}
 	defer f.Close()
 	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		return "", errors.New("/etc/passwd: not a regular file")
+		return nil, errors.New("/etc/passwd: not a regular file")
 	}
-	id := []byte(strconv.Itoa(uid))
-	lines := bufio.NewScanner(io.LimitReader(f, maxPasswd))
-	lines.Buffer(make([]byte, 0, 4096), 64<<10)
-	for lines.Scan() {
-		// name:password:UID:GID:gecos:home:shell
-		fields := bytes.Split(lines.Bytes(), []byte(":"))
-		if len(fields) < 7 || len(fields[0]) == 0 || !bytes.Equal(fields[2], id) {
+	data, err := io.ReadAll(io.LimitReader(f, maxPasswd))
+	if err != nil {
+		return nil, fmt.Errorf("/etc/passwd: %w", err)
+	}
+	var accounts []Account
+	for line := range strings.Lines(string(data)) {
+		fields := strings.Split(strings.TrimSuffix(line, "\n"), ":")
+		if len(fields) < 7 || strings.HasPrefix(line, "#") {
 			continue
 		}
-		home := string(fields[5])
-		if !filepath.IsAbs(home) {
-			return "", fmt.Errorf("uid %d: home %q is not an absolute path", uid, home)
+		uid, err := strconv.Atoi(fields[2])
+		if err != nil {
+			continue
 		}
-		return filepath.Clean(home), nil
+		accounts = append(accounts, Account{Name: fields[0], UID: uid, uid: fields[2], Home: fields[5], Shell: fields[6]})
 	}
-	if err := lines.Err(); err != nil {
-		return "", fmt.Errorf("/etc/passwd: %w", err)
-	}
-	return "", fmt.Errorf("uid %d: no entry in /etc/passwd", uid)
+	return accounts, nil
 }
 
 // ReadFile reads file in dir (an open directory) when it is a regular file

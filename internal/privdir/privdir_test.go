@@ -137,10 +137,12 @@ func TestMkdirAll(t *testing.T) {
 }
 
 func TestHomeOf(t *testing.T) {
-	if home, err := HomeOf(0); err != nil || home != "/root" {
-		t.Errorf("HomeOf(0) = %q, %v", home, err)
-	}
-	if home, err := HomeOf(0x7ffffff0); err == nil {
-		t.Errorf("an unknown uid has home %q", home)
+	for _, users := range []*Passwd{nil, new(Passwd)} {
+		if home, err := users.HomeOf(0); err != nil || home != "/root" {
+			t.Errorf("HomeOf(0) = %q, %v", home, err)
+		}
+		if home, err := users.HomeOf(0x7ffffff0); err == nil {
+			t.Errorf("an unknown uid has home %q", home)
+		}
 	}
 }

@@ -33,12 +33,12 @@
 // They are built and embedded at build time (go generate
 // ./internal/programs; make build does it: the C programs by cbuild.sh, the
 // Go ones by gobuild.sh, which says why) and run from a copy in jail's
-// private directory (Dir: it follows from the uid, never the environment,
-// and no sandbox may be given it), written once per program version; or
-// else from a sealed memfd. Whatever the copy, what runs is a descriptor
-// opened once and compared byte for byte with the embedded program before
-// it is executed (through /proc/self/fd): a copy replaced or rewritten by
-// anyone never runs. A build without them (a plain go build)
+// private directory (see location: it follows from the uid, never the
+// environment, and no sandbox may be given it), written once per program
+// version; or else from a sealed memfd. Whatever the copy, what runs is a
+// descriptor opened once and compared byte for byte with the embedded
+// program before it is executed (through /proc/self/fd): a copy replaced or
+// rewritten by anyone never runs. A build without them (a plain go build)
 // starts the stages by re-executing the running binary instead, which then
 // must call stage.Main first thing (jail.Init does), and has neither tools
 // nor server: image import and pull, user profiles and serving then fail
@@ -113,9 +113,9 @@ func Version(name string) string {
 }
 
 // Open returns program name to start: a descriptor of its copy in jail's
-// private directory (Dir; written once per program version), whose bytes
-// were compared with the embedded program's here, or else of a sealed
-// memfd. Without an embedded copy, the stage program is the running
+// private directory (see location; written once per program version),
+// whose bytes were compared with the embedded program's here, or else of a
+// sealed memfd. Without an embedded copy, the stage program is the running
 // executable and the others are ErrNotBuilt.
 func Open(name string) (*Program, error) {
 	version := Version(name)
@@ -142,6 +142,22 @@ func Open(name string) (*Program, error) {
 		}
 	}
 	return &Program{Path: fmt.Sprintf("/proc/self/fd/%d", f.Fd()), file: f}, nil
+}
+
+// copyOf returns a descriptor of the copy of program name in jail's
+// private directory (see location), at memfdFD or above, once the copy's
+// bytes are the embedded program's.
+func copyOf(name, version string) (*os.File, error) {
+	base, path := location(os.Geteuid(), nil)
+	if path == "" {
+		return nil, errors.New("no home or runtime directory")
+	}
+	dir, err := openDir(base, path)
+	if err != nil {
+		return nil, err
+	}
+	defer dir.Close()
+	return cachedCopy(dir, name, version)
 }
 
 // File is the descriptor the program runs from, or nil when it is the
@@ -198,27 +214,17 @@ func (p *Program) Close() error {
 	return p.file.Close()
 }
 
-// Dir is where the programs are copied, and so a directory no sandbox may
-// be given, nor one holding it. It follows from the caller's uid, never
-// from the environment (which a cron job, an ssh session without PAM or a
-// CI step sets otherwise): /run/jail for root; /run/user/UID/jail for
-// others when /run/user/UID is private to them (package privdir), or else
-// ~/.cache/jail in their home from the password database; "" when there is
-// nowhere to put them.
-func Dir() string {
-	_, dir := location(os.Geteuid())
-	return dir
-}
-
-// Dirs lists every directory Dir may name for the caller, whatever the
-// state of the machine: what the mount policy keeps from sandboxes.
-func Dirs() []string {
+// Dirs lists every directory location may name for the caller, whatever
+// the state of the machine: what the mount policy keeps from sandboxes.
+// users is asked for the caller's home (nil: the password database is
+// read).
+func Dirs(users *privdir.Passwd) []string {
 	uid := os.Geteuid()
 	if uid == 0 {
 		return []string{"/run/jail"}
 	}
 	dirs := []string{filepath.Join(runtimeBase(uid), "jail")}
-	if home, err := privdir.HomeOf(uid); err == nil {
+	if home, err := users.HomeOf(uid); err == nil {
 		dirs = append(dirs, filepath.Join(home, ".cache", "jail"))
 	}
 	return dirs
@@ -226,16 +232,22 @@ func Dirs() []string {
 
 func runtimeBase(uid int) string { return "/run/user/" + strconv.Itoa(uid) }
 
-// location returns the directory of the programs for uid and the existing
-// directory above it that it is made under.
-func location(uid int) (base, dir string) {
+// location returns where the programs are copied for uid, and so a
+// directory no sandbox may be given, nor one holding it, with the existing
+// directory above it that it is made under. It follows from the uid, never
+// from the environment (which a cron job, an ssh session without PAM or a
+// CI step sets otherwise): /run/jail for root; /run/user/UID/jail for
+// others when /run/user/UID is private to them (package privdir), or else
+// ~/.cache/jail in their home in the password database (asked of users);
+// "" when there is nowhere to put them.
+func location(uid int, users *privdir.Passwd) (base, dir string) {
 	if uid == 0 {
 		return "/run", "/run/jail"
 	}
 	if run := runtimeBase(uid); isPrivate(run, uid) {
 		return run, filepath.Join(run, "jail")
 	}
-	if home, err := privdir.HomeOf(uid); err == nil {
+	if home, err := users.HomeOf(uid); err == nil {
 		return home, filepath.Join(home, ".cache", "jail")
 	}
 	return "", ""
@@ -246,32 +258,23 @@ func isPrivate(dir string, uid int) bool {
 	return err == nil
 }
 
-// copyOf returns a descriptor of the copy of program name in jail's
-// private directory (see Dir), at memfdFD or above, once the copy's bytes
-// are the embedded program's.
-func copyOf(name, version string) (*os.File, error) {
-	base, path := location(os.Geteuid())
-	if path == "" {
-		return nil, errors.New("no home or runtime directory")
-	}
-	return copyIn(base, path, name, version)
-}
-
-// copyIn is copyOf in directory path, made if needed below base.
-func copyIn(base, path, name, version string) (*os.File, error) {
+// openDir opens the programs' directory path, made if needed below base
+// (privdir.MkdirAll), where programs can be executed.
+func openDir(base, path string) (*os.File, error) {
 	dir, err := privdir.MkdirAll(base, path, os.Geteuid(), 0o711, unix.O_PATH)
 	if err != nil {
 		return nil, err
 	}
-	defer dir.Close()
 	var fs unix.Statfs_t
 	if err := unix.Fstatfs(int(dir.Fd()), &fs); err != nil {
+		dir.Close()
 		return nil, err
 	}
 	if fs.Flags&unix.ST_NOEXEC != 0 {
+		dir.Close()
 		return nil, fmt.Errorf("%s: mounted noexec", path)
 	}
-	return cachedCopy(dir, name, version)
+	return dir, nil
 }
 
 // cachedCopy returns a descriptor of program name's copy in dir, writing
