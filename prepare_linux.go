@@ -99,6 +99,9 @@ type plan struct {
 	notices []string
 	// guards are jail's own filter rules for this sandbox (filter.Guard).
 	guards filter.Guards
+	// users is the password database, read once for all that asks it
+	// while the sandbox is made (its programs' directory among them).
+	users *privdir.Passwd
 }
 
 func (p *plan) close() {
@@ -186,7 +189,7 @@ func resolve(spec *Spec) (*plan, error) {
 			return nil, &SetupError{Step: "image " + spec.Image, Err: err}
 		}
 	}
-	p := &plan{id: id}
+	p := &plan{id: id, users: users}
 	ok := false
 	defer func() {
 		if !ok {

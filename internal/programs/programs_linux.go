@@ -56,6 +56,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -113,11 +114,47 @@ func Version(name string) string {
 }
 
 // Open returns program name to start: a descriptor of its copy in jail's
-// private directory (see location; written once per program version),
-// whose bytes were compared with the embedded program's here, or else of a
-// sealed memfd. Without an embedded copy, the stage program is the running
-// executable and the others are ErrNotBuilt.
+// private directory (written once per program version), whose bytes were
+// compared with the embedded program's here, or else of a sealed memfd.
+// Without an embedded copy, the stage program is the running executable
+// and the others are ErrNotBuilt. It is a Source's Open, for one program.
 func Open(name string) (*Program, error) {
+	src := NewSource(nil)
+	defer src.Close()
+	return src.Open(name)
+}
+
+// Source is where one task (a sandbox's start, which needs its init and
+// its janitor) opens programs from: jail's private directory for the
+// caller's programs (see location), found, opened and checked the first
+// time a program is asked, and held until Close, so that the task walks
+// the directory's path once; or, where there is none to use, sealed
+// memfds. It may be asked from several goroutines.
+type Source struct {
+	users *privdir.Passwd
+	once  sync.Once
+	dir   *os.File // O_PATH; nil when none could be used (err says why)
+	err   error
+}
+
+// NewSource returns a Source of the caller's programs, which asks users
+// (nil: reads the password database) for the caller's home when the
+// caller has no private runtime directory.
+func NewSource(users *privdir.Passwd) *Source { return &Source{users: users} }
+
+// Close releases the directory; programs opened from it stay open, and
+// those opened after come from memfds. It must not run beside Open.
+func (s *Source) Close() {
+	s.once.Do(func() {})
+	if s.dir != nil {
+		s.dir.Close()
+		s.dir = nil
+	}
+	s.err = errors.New("closed")
+}
+
+// Open returns program name to start (see the function Open).
+func (s *Source) Open(name string) (*Program, error) {
 	version := Version(name)
 	if version == "" {
 		if name == Stage {
@@ -125,7 +162,19 @@ func Open(name string) (*Program, error) {
 		}
 		return nil, fmt.Errorf("this build of jail has no %s program (%w)", name, ErrNotBuilt)
 	}
-	f, err := copyOf(name, version)
+	s.once.Do(func() {
+		base, path := location(os.Geteuid(), s.users)
+		if path == "" {
+			s.err = errors.New("no home or runtime directory")
+			return
+		}
+		s.dir, s.err = openDir(base, path)
+	})
+	err := s.err
+	var f *os.File
+	if err == nil {
+		f, err = cachedCopy(s.dir, name, version)
+	}
 	if err != nil {
 		if memfdExecForbidden() {
 			if name == Stage {
@@ -142,22 +191,6 @@ func Open(name string) (*Program, error) {
 		}
 	}
 	return &Program{Path: fmt.Sprintf("/proc/self/fd/%d", f.Fd()), file: f}, nil
-}
-
-// copyOf returns a descriptor of the copy of program name in jail's
-// private directory (see location), at memfdFD or above, once the copy's
-// bytes are the embedded program's.
-func copyOf(name, version string) (*os.File, error) {
-	base, path := location(os.Geteuid(), nil)
-	if path == "" {
-		return nil, errors.New("no home or runtime directory")
-	}
-	dir, err := openDir(base, path)
-	if err != nil {
-		return nil, err
-	}
-	defer dir.Close()
-	return cachedCopy(dir, name, version)
 }
 
 // File is the descriptor the program runs from, or nil when it is the
