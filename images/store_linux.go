@@ -19,10 +19,14 @@
 // The store's path may come from the environment of a less trusted user
 // (JAIL_IMAGE_STORE kept through sudo), so it is opened once (Store.Open,
 // Store.Prepare) and checked: no symbolic link, the caller's own, writable
-// by no one else, and as root the same for every directory above it. All
-// later steps go through that descriptor; a layer id becomes a path only
-// once it is a sha256 digest. What is read out of an image on the host side
-// is bounded and cannot block (readImageFile).
+// by no one else, and as root every directory above it root's and writable
+// by no one else (unless sticky). All later steps go through that
+// descriptor, and no removal follows a link or leaves the store's
+// filesystem (removeAllAt); a layer id becomes a path only once it is a
+// sha256 digest. What is read out of an image on the host side is bounded
+// and cannot block (readImageFile). Root's store and its layers/ are mode
+// 0710, group the sandboxes' host gid: a sandbox's init reaches the layers
+// it is given by name, and no sandbox lists them.
 //
 // Owners (Ownership): root's store shifts them into the sandboxes' host
 // range; a rootless caller with subordinate ids stores them as its sandboxes

@@ -12,6 +12,11 @@
 // maps onto the user and sandbox ids 1..N onto those subordinate ids, as
 // podman does, so that archives and images with several owners keep them;
 // the helpers write these maps, which no unprivileged process may.
+//
+// A root-run sandbox's user namespace is created, and so owned, by
+// NamespaceOwner, a host uid nothing runs as, never by root: the kernel
+// charges a namespace's per-user counts to its creator, and root's must
+// not be a sandbox's to spend.
 package namespaces
 
 import (

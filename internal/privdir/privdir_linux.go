@@ -1,7 +1,11 @@
 // Package privdir finds and opens the directories whose content jail
 // trusts as its own (its helper programs, user profiles, compiled
 // filters): directories that nobody but root and the user they belong to
-// can change, however the environment names them.
+// can change, however the environment names them. It reads the files in
+// them that jail trusts (ReadFile: a regular file of a trusted owner that
+// no one else may write, bounded, never through a link or a FIFO), and the
+// password database (Passwd), which says where a user's directories are
+// whatever $HOME says, read once for all that one task asks of it.
 //
 // A directory is private to uid when it, and every directory above it up
 // to /, is owned by root or uid and writable by neither its group nor
