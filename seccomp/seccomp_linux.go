@@ -9,7 +9,6 @@
 package seccomp
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -134,32 +133,8 @@ func Cached(dir string, user profiles.Files, name string, r Resolver) (*profiles
 	}
 	if cache != nil {
 		if data, err := json.Marshal(Resolved{Profile: p, Filter: f}); err == nil {
-			_ = writeEntry(cache, entry, data)
+			_ = privdir.WriteFile(int(cache.Fd()), entry, ".tmp-", data, 0o644)
 		}
 	}
 	return p, f, nil
-}
-
-// writeEntry writes data as file in dir: under a temporary name, then
-// renamed, so that a reader never sees half an entry.
-func writeEntry(dir *os.File, file string, data []byte) error {
-	var nonce [8]byte
-	if _, err := rand.Read(nonce[:]); err != nil {
-		return err
-	}
-	tmp := ".tmp-" + hex.EncodeToString(nonce[:])
-	fd, err := unix.Openat(int(dir.Fd()), tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
-	if err != nil {
-		return err
-	}
-	f := os.NewFile(uintptr(fd), tmp)
-	_, werr := f.Write(data)
-	cerr := f.Close()
-	if werr == nil && cerr == nil {
-		if werr = unix.Renameat(int(dir.Fd()), tmp, int(dir.Fd()), file); werr == nil {
-			return nil
-		}
-	}
-	_ = unix.Unlinkat(int(dir.Fd()), tmp, 0)
-	return errors.Join(werr, cerr)
 }

@@ -19,6 +19,8 @@
 package privdir
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -313,4 +315,36 @@ func ReadFile(dir *os.File, file string, max int64, owners ...int) ([]byte, erro
 		return nil, fmt.Errorf("larger than %d bytes", max)
 	}
 	return data, nil
+}
+
+// WriteFile puts data in the directory dirfd as file, whole or not at all:
+// it is written under a fresh name (tmpPrefix, then random hex) that no
+// other opener knows, given mode perm whatever the umask, and renamed over
+// file. A reader sees the old file or all of the new one; on failure
+// nothing is left.
+func WriteFile(dirfd int, file, tmpPrefix string, data []byte, perm uint32) error {
+	var nonce [8]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		return err
+	}
+	tmp := tmpPrefix + hex.EncodeToString(nonce[:])
+	fd, err := unix.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	w := os.NewFile(uintptr(fd), tmp)
+	_, err = w.Write(data)
+	if err == nil {
+		err = unix.Fchmod(fd, perm)
+	}
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = unix.Renameat(dirfd, tmp, dirfd, file)
+	}
+	if err != nil {
+		_ = unix.Unlinkat(dirfd, tmp, 0)
+	}
+	return err
 }

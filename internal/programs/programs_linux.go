@@ -47,8 +47,6 @@ package programs
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -432,28 +430,10 @@ func writeCopy(dir *os.File, name, file string) error {
 	if err != nil {
 		return err
 	}
-	var nonce [8]byte
-	if _, err := rand.Read(nonce[:]); err != nil {
-		return err
-	}
-	tmp := "." + name + "-tmp-" + hex.EncodeToString(nonce[:])
-	fd, err := unix.Openat(int(dir.Fd()), tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o500)
-	if err != nil {
-		return err
-	}
-	defer unix.Unlinkat(int(dir.Fd()), tmp, 0)
-	w := os.NewFile(uintptr(fd), tmp)
-	_, werr := w.Write(data)
-	if werr == nil {
-		werr = unix.Fchmod(fd, 0o555)
-	}
-	cerr := w.Close()
-	if werr != nil || cerr != nil {
-		return errors.Join(werr, cerr)
-	}
-	// Renamed into place whole: a concurrent jail sees no copy, the old
-	// one or all of the new one.
-	if err := unix.Renameat(int(dir.Fd()), tmp, int(dir.Fd()), file); err != nil {
+	// Put in place whole: a concurrent jail sees no copy, the old one or
+	// all of the new one. Others may read and execute it: the sandboxes'
+	// ids execute the init.
+	if err := privdir.WriteFile(int(dir.Fd()), file, "."+name+"-tmp-", data, 0o555); err != nil {
 		return err
 	}
 	listing, err := unix.Openat(int(dir.Fd()), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
