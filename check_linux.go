@@ -30,7 +30,7 @@ type Feature struct {
 // Check tries each isolation feature for the current user. It changes
 // nothing on the host: every probe runs in namespaces that vanish with it.
 func Check() []Feature {
-	id, err := namespaces.ForCaller(0, 0)
+	id, err := namespaces.ForCaller(nil, 0, 0)
 	if err != nil {
 		return []Feature{{Name: "identity", Detail: err.Error(), Required: true}}
 	}
@@ -128,7 +128,7 @@ func checkSeccomp() Feature {
 		return f
 	}
 	f.Available = true
-	f.Detail = "available (built-in profiles compiled at build time; user profiles resolved and compiled with libseccomp by the tools program and cached in " + seccomp.CacheDir() + ")"
+	f.Detail = "available (built-in profiles compiled at build time; user profiles resolved and compiled with libseccomp by the tools program and cached in " + seccomp.CacheDir(nil) + ")"
 	if programs.Version(programs.Tools) == "" {
 		f.Detail = "available (built-in profiles only: this build has no tools program to compile user profiles)"
 	}

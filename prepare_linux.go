@@ -3,13 +3,10 @@ package jail
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -18,6 +15,7 @@ import (
 	"github.com/jail-sandbox/jail/cgroups"
 	"github.com/jail-sandbox/jail/images"
 	"github.com/jail-sandbox/jail/internal/config"
+	"github.com/jail-sandbox/jail/internal/privdir"
 	"github.com/jail-sandbox/jail/internal/programs"
 	"github.com/jail-sandbox/jail/namespaces"
 	"github.com/jail-sandbox/jail/profiles"
@@ -101,6 +99,9 @@ type plan struct {
 	notices []string
 	// guards are jail's own filter rules for this sandbox (filter.Guard).
 	guards filter.Guards
+	// users is the password database, read once for all that asks it
+	// while the sandbox is made (its programs' directory among them).
+	users *privdir.Passwd
 }
 
 func (p *plan) close() {
@@ -122,6 +123,7 @@ func prepare(spec *Spec) (*plan, error) {
 
 // resolve is prepare, short of marking its errors.
 func resolve(spec *Spec) (*plan, error) {
+	users := new(privdir.Passwd)
 	var image *images.Image
 	var layers []images.Layer
 	if spec.Image != "" {
@@ -141,7 +143,7 @@ func resolve(spec *Spec) (*plan, error) {
 	if profileName == "" {
 		profileName = "default"
 	}
-	profile, policy, err := ResolveProfile(profiles.DefaultStore(), profileName)
+	profile, policy, err := resolveProfile(profiles.DefaultStore(users), profileName, users)
 	if err != nil {
 		return nil, profileError(profileName, err)
 	}
@@ -177,7 +179,7 @@ func resolve(spec *Spec) (*plan, error) {
 	if err != nil {
 		return nil, invalid("--user", "%v", err)
 	}
-	id, err := namespaces.ForCaller(uid, gid)
+	id, err := namespaces.ForCaller(users, uid, gid)
 	if err != nil {
 		return nil, invalid("--user", "%v", err)
 	}
@@ -187,7 +189,7 @@ func resolve(spec *Spec) (*plan, error) {
 			return nil, &SetupError{Step: "image " + spec.Image, Err: err}
 		}
 	}
-	p := &plan{id: id}
+	p := &plan{id: id, users: users}
 	ok := false
 	defer func() {
 		if !ok {
@@ -283,7 +285,7 @@ func resolve(spec *Spec) (*plan, error) {
 	callerHome, _ := os.UserHomeDir()
 	var jailDirs []string
 	if spec.Rootfs != "" || len(spec.Mounts) > 0 || spec.Workspace != "" {
-		jailDirs = jailStateDirs(ImageStore().Root)
+		jailDirs = jailStateDirs(ImageStore().Root, users)
 	}
 
 	switch {
@@ -309,7 +311,7 @@ func resolve(spec *Spec) (*plan, error) {
 		p.cfg.Rootfs.Lowers = []config.Layer{{Path: src.path, Dev: src.stat.Dev, Ino: src.stat.Ino}}
 	default:
 		p.cfg.Rootfs.HostTree = true
-		p.cfg.Masks = append(append(p.cfg.Masks, hostHomes(callerHome)...), stateMasks()...)
+		p.cfg.Masks = append(append(p.cfg.Masks, hostHomes(callerHome, users)...), stateMasks()...)
 	}
 
 	mounts := spec.Mounts
@@ -370,6 +372,12 @@ func resolve(spec *Spec) (*plan, error) {
 // the tools program and cached. A name that is neither is refused here,
 // without the tools program.
 func ResolveProfile(store profiles.Store, name string) (*profiles.Profile, seccomp.Filter, error) {
+	return resolveProfile(store, name, nil)
+}
+
+// resolveProfile is ResolveProfile, asking users for the home of the
+// filters' cache (nil: the password database is read).
+func resolveProfile(store profiles.Store, name string, users *privdir.Passwd) (*profiles.Profile, seccomp.Filter, error) {
 	if !profiles.ValidName(name) {
 		return nil, seccomp.Filter{}, &profiles.Error{Profile: name, Err: profiles.ErrBadName}
 	}
@@ -379,7 +387,7 @@ func ResolveProfile(store profiles.Store, name string) (*profiles.Profile, secco
 		}
 		return nil, seccomp.Filter{}, &profiles.Error{Profile: name, Err: profiles.ErrUnknown}
 	}
-	return seccomp.Cached(seccomp.CacheDir(), store.Files(), name, programs.ProfileResolver())
+	return seccomp.Cached(seccomp.CacheDir(users), store.Files(), name, programs.ProfileResolver())
 }
 
 // resolver resolves the symbolic links of paths that need not exist: a
@@ -605,19 +613,20 @@ func openHostSource(path, callerHome string, jailDirs []string) (*hostSource, er
 // stores, wherever this or another environment of the caller may put them
 // (a copy written under one XDG_RUNTIME_DIR is still there when jail runs
 // under another): none of them, nor a directory holding one, may be shown
-// to a sandbox. store is the image store in use.
-func jailStateDirs(store string) []string {
+// to a sandbox. store is the image store in use; users is asked for the
+// caller's home.
+func jailStateDirs(store string, users *privdir.Passwd) []string {
 	paths := resolver{}
 	dirs := append([]string{"/run/jail", "/var/lib/jail", "/var/cache/jail", "/etc/jail",
-		seccomp.CacheDir(), store, os.Getenv("JAIL_IMAGE_STORE")}, programs.Dirs()...)
+		seccomp.CacheDir(users), store, os.Getenv("JAIL_IMAGE_STORE")}, programs.Dirs(users)...)
 	for _, env := range []string{"XDG_RUNTIME_DIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME"} {
 		if d := os.Getenv(env); filepath.IsAbs(d) {
 			dirs = append(dirs, filepath.Join(d, "jail"))
 		}
 	}
 	homes := []string{os.Getenv("HOME")}
-	if u, err := user.LookupId(strconv.Itoa(os.Getuid())); err == nil {
-		homes = append(homes, u.HomeDir)
+	if home, err := users.HomeOf(os.Getuid()); err == nil {
+		homes = append(homes, home)
 	}
 	for _, h := range homes {
 		if filepath.IsAbs(h) && filepath.Clean(h) != "/" {
@@ -725,13 +734,9 @@ func stateMasks() []string {
 
 // hostHomes are the homes of the host's accounts that a sandbox on the host
 // tree must not see (rootfs.HomeMasks): the caller's, wherever it is, and
-// every person's or login's in the password database.
-func hostHomes(callerHome string) []string {
-	var passwd []byte
-	if f, err := os.Open("/etc/passwd"); err == nil {
-		passwd, _ = io.ReadAll(io.LimitReader(f, 4<<20))
-		f.Close()
-	}
+// every person's or login's in the password database (users).
+func hostHomes(callerHome string, users *privdir.Passwd) []string {
+	accounts, _ := users.Accounts()
 	// /home and /root are replaced whole in the sandbox's root; where one
 	// is a symlink (ostree systems: /home -> var/home, /root ->
 	// var/roothome), what it leads to comes with the rest of the host
@@ -742,7 +747,7 @@ func hostHomes(callerHome string) []string {
 			homes = append(homes, real)
 		}
 	}
-	return rootfs.HomeMasks(passwd, os.Getuid(), homes...)
+	return rootfs.HomeMasks(accounts, os.Getuid(), homes...)
 }
 
 // shareWritableMounts makes what the sandbox writes in a writable mount

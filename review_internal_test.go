@@ -30,7 +30,7 @@ func TestMountPolicyResolvesSymlinkedHomes(t *testing.T) {
 		t.Setenv(env, "")
 	}
 	callerHome, _ := os.UserHomeDir()
-	dirs := jailStateDirs(ImageStore().Root)
+	dirs := jailStateDirs(ImageStore().Root, nil)
 	for _, source := range []string{
 		home,                           // holds ~/.ssh
 		filepath.Join(home, ".config"), // holds ~/.config/jail, once made

@@ -97,9 +97,12 @@ type supervisor struct {
 	master   *os.File      // the command's terminal, with --tty
 	command  commandHandle // signals the command, once it runs
 	cgroup   cgroups.Manager
-	program  *programs.Program  // what the init runs (openInit)
-	goInit   bool               // program is the stage program's Go init
-	janitor  chan janitorHandle // yields the janitor, once started
+	// source is where the init and the janitor are opened from, once
+	// for both.
+	source  *programs.Source
+	program *programs.Program  // what the init runs (openInit)
+	goInit  bool               // program is the stage program's Go init
+	janitor chan janitorHandle // yields the janitor, once started
 	// cgroupName names the sandbox's cgroup before it is made, for its
 	// janitor.
 	cgroupName string
@@ -160,6 +163,7 @@ func (s *supervisor) boot() (err error) {
 		return &SetupError{Step: "start", Err: err}
 	}
 	s.conn = conn
+	s.source = programs.NewSource(s.plan.users)
 	s.startJanitor()
 	// Who starts the init is decided once, here: the cgroup's entry
 	// depends on it. A forker that is gone (killed, say) no longer serves;
@@ -384,6 +388,11 @@ func (s *supervisor) close() {
 	if s.program != nil {
 		s.program.Close()
 	}
+	if s.source != nil {
+		// Not before: the janitor was opened from it, in the background
+		// (destroyCgroup waited for that).
+		s.source.Close()
+	}
 	s.plan.close()
 }
 
@@ -551,17 +560,18 @@ func (s *supervisor) startJanitor() {
 	paths := cgroups.PathsFor(s.plan.cgroup, s.cgroupName)
 	started := make(chan janitorHandle, 1)
 	s.janitor = started
-	go func() { started <- ownJanitor(paths) }()
+	go func() { started <- ownJanitor(s.source, paths) }()
 }
 
-// ownJanitor starts a janitor of paths of a sandbox's own. It returns once
-// the janitor runs, in a session of its own (spawn.Start returns after the
-// exec): from then on no kill of this process, or of its process group or
-// session, leaves paths to nobody. A zero handle: none could be started.
-func ownJanitor(paths []string) janitorHandle {
-	p, err := programs.Open(programs.Janitor)
+// ownJanitor starts a janitor of paths of a sandbox's own, from src. It
+// returns once the janitor runs, in a session of its own (spawn.Start
+// returns after the exec): from then on no kill of this process, or of its
+// process group or session, leaves paths to nobody. A zero handle: none
+// could be started.
+func ownJanitor(src *programs.Source, paths []string) janitorHandle {
+	p, err := src.Open(programs.Janitor)
 	if err != nil {
-		p, err = programs.Open(programs.Stage)
+		p, err = src.Open(programs.Stage)
 	}
 	if err != nil {
 		return janitorHandle{}
@@ -601,7 +611,7 @@ func (s *supervisor) createCgroup() error {
 		if s.watch != nil && s.watch.Add(paths) == nil {
 			started <- s.watched(paths)
 		} else {
-			started <- ownJanitor(paths)
+			started <- ownJanitor(s.source, paths)
 		}
 	}
 	s.janitorStarted()
@@ -771,17 +781,12 @@ func (s *supervisor) startInit(initEnd *os.File) error {
 	return nil
 }
 
-// openInit opens what the init runs: the C init where this build has it
-// (a forker, another process, can execute only its copy on disk, not a
-// memfd of this one), or else the stage program's Go init.
+// openInit opens what the init runs: the C init where this build has it,
+// or else the stage program's Go init.
 func (s *supervisor) openInit() error {
-	open := programs.Open
-	if s.byForker {
-		open = programs.OpenCopy
-	}
-	p, err := open(programs.Init)
+	p, err := s.source.Open(programs.Init)
 	if err != nil {
-		p, err = programs.Open(programs.Stage)
+		p, err = s.source.Open(programs.Stage)
 		s.goInit = true
 	}
 	s.program = p
@@ -848,8 +853,8 @@ func (s *supervisor) startForked(cmd *initStart) error {
 		return &SetupError{Step: step, Err: err}
 	}
 	// The forker executes the C init from the descriptor sent with the
-	// spawn (checked by programs.OpenCopy), or else re-executes itself,
-	// the stage program, as the init.
+	// spawn (checked by programs.Open), or else re-executes itself, the
+	// stage program, as the init.
 	path := cmd.path
 	if s.goInit {
 		path = "/proc/self/exe"

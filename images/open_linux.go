@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/jail-sandbox/jail/internal/privdir"
 )
 
 // Bounds on the store's own files, which jail reads whole.
@@ -56,9 +58,11 @@ func (s Store) Open() (*Opened, error) {
 
 // Prepare opens the store for changing it, making what is missing: as
 // root, the store and layers/ belong to group Base (the sandboxes' host
-// gid), mode 0750, so that a sandbox's init can reach its layers and other
-// users of the host cannot. Only directories Prepare makes get an owner and
-// mode set; an existing directory is checked, never changed.
+// gid), mode 0710 (storeDirMode), so that a sandbox's init can reach its
+// layers and other users of the host cannot. Only directories Prepare
+// makes get an owner and mode set; an existing directory is checked, and
+// changed only to take from group Base the listing an earlier jail gave it
+// (unlisted).
 func (s Store) Prepare() (*Opened, error) {
 	return s.open(true)
 }
@@ -529,27 +533,14 @@ func (o *Opened) lock() (func(), error) {
 	return func() { unix.Close(fd) }, nil
 }
 
+// writeIndex replaces images.json whole (privdir.WriteFile).
 func (o *Opened) writeIndex(all map[string]Image) error {
 	data, err := json.MarshalIndent(all, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp := ".images-" + randomName() + ".json"
-	fd, err := unix.Openat(o.dir, tmp, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return fmt.Errorf("image store %s: %w", o.Root, err)
-	}
-	f := os.NewFile(uintptr(fd), tmp)
-	_, werr := f.Write(data)
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = unix.Renameat(o.dir, tmp, o.dir, "images.json")
-	}
-	if werr != nil {
-		_ = unix.Unlinkat(o.dir, tmp, 0)
-		return fmt.Errorf("image store %s: images.json: %w", o.Root, werr)
+	if err := privdir.WriteFile(o.dir, "images.json", ".images-", data, 0o600); err != nil {
+		return fmt.Errorf("image store %s: images.json: %w", o.Root, err)
 	}
 	return nil
 }

@@ -19,10 +19,14 @@
 // The store's path may come from the environment of a less trusted user
 // (JAIL_IMAGE_STORE kept through sudo), so it is opened once (Store.Open,
 // Store.Prepare) and checked: no symbolic link, the caller's own, writable
-// by no one else, and as root the same for every directory above it. All
-// later steps go through that descriptor; a layer id becomes a path only
-// once it is a sha256 digest. What is read out of an image on the host side
-// is bounded and cannot block (readImageFile).
+// by no one else, and as root every directory above it root's and writable
+// by no one else (unless sticky). All later steps go through that
+// descriptor, and no removal follows a link or leaves the store's
+// filesystem (removeAllAt); a layer id becomes a path only once it is a
+// sha256 digest. What is read out of an image on the host side is bounded
+// and cannot block (readImageFile). Root's store and its layers/ are mode
+// 0710, group the sandboxes' host gid: a sandbox's init reaches the layers
+// it is given by name, and no sandbox lists them.
 //
 // Owners (Ownership): root's store shifts them into the sandboxes' host
 // range; a rootless caller with subordinate ids stores them as its sandboxes
@@ -254,7 +258,7 @@ func (o *Opened) List() ([]Image, error) {
 	return out, nil
 }
 
-// Remove deletes an image's name, and the layers no other image uses.
+// Remove deletes an image's name (Prune then removes its layers).
 func (o *Opened) Remove(ref string) error {
 	n, err := Normalize(ref)
 	if err != nil {
@@ -383,14 +387,23 @@ func (s Store) List() ([]Image, error) {
 	return o.List()
 }
 
-// Remove deletes an image's name (Prune then removes its layers).
-func (s Store) Remove(ref string) error {
+// RemoveImage is `jail image rm`: the image's name goes (Remove), then
+// the layers no image uses any more and what interrupted imports left
+// (Prune), through one opening of the store. Its errors say which step
+// failed ("image REF: ...", "image rm: ...").
+func (s Store) RemoveImage(ref string) error {
 	o, err := s.Prepare()
 	if err != nil {
-		return err
+		return fmt.Errorf("image %s: %w", ref, err)
 	}
 	defer o.Close()
-	return o.Remove(ref)
+	if err := o.Remove(ref); err != nil {
+		return fmt.Errorf("image %s: %w", ref, err)
+	}
+	if _, err := o.Prune(); err != nil {
+		return fmt.Errorf("image rm: %w", err)
+	}
+	return nil
 }
 
 // Prune removes layers no image uses, and leftovers of interrupted imports.
@@ -401,16 +414,6 @@ func (s Store) Prune() (int, error) {
 	}
 	defer o.Close()
 	return o.Prune()
-}
-
-// Update changes images.json under the store's lock, atomically.
-func (s Store) Update(change func(map[string]Image) error) error {
-	o, err := s.Prepare()
-	if err != nil {
-		return err
-	}
-	defer o.Close()
-	return o.Update(change)
 }
 
 func Short(digest string) string {

@@ -12,6 +12,11 @@
 // maps onto the user and sandbox ids 1..N onto those subordinate ids, as
 // podman does, so that archives and images with several owners keep them;
 // the helpers write these maps, which no unprivileged process may.
+//
+// A root-run sandbox's user namespace is created, and so owned, by
+// NamespaceOwner, a host uid nothing runs as, never by root: the kernel
+// charges a namespace's per-user counts to its creator, and root's must
+// not be a sandbox's to spend.
 package namespaces
 
 import (
@@ -23,6 +28,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/jail-sandbox/jail/internal/privdir"
 )
 
 // CloneFlags are the namespaces every sandbox gets. The cgroup namespace
@@ -81,8 +88,10 @@ type Identity struct {
 func (id Identity) SwitchesUser() bool { return !id.Rootless || id.SubIDs }
 
 // ForCaller returns the identity for a sandbox whose command runs as
-// user:group inside, started by the current process.
-func ForCaller(user, group uint32) (Identity, error) {
+// user:group inside, started by the current process. users is asked for
+// the caller's name, which may key its subordinate ids (nil: the password
+// database is read).
+func ForCaller(users *privdir.Passwd, user, group uint32) (Identity, error) {
 	if os.Geteuid() == 0 {
 		if user >= HostRangeSize || group >= HostRangeSize {
 			return Identity{}, fmt.Errorf("--user %d:%d: ids must be below %d when jail runs as root", user, group, HostRangeSize)
@@ -93,7 +102,7 @@ func ForCaller(user, group uint32) (Identity, error) {
 			User:   user, Group: group,
 		}, nil
 	}
-	if sub, ok := callerSubIDs(); ok {
+	if sub, ok := callerSubIDs(users); ok {
 		size := min(sub.uids.size, sub.gids.size, HostRangeSize-1)
 		if int64(user) > int64(size) || int64(group) > int64(size) {
 			return Identity{}, fmt.Errorf("--user %d:%d: ids must be at most %d (your subordinate ids)", user, group, size)

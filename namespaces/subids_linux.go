@@ -7,12 +7,13 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/user"
 	"strconv"
 	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/jail-sandbox/jail/internal/privdir"
 )
 
 // subRange is a range of subordinate ids.
@@ -31,8 +32,9 @@ var mapHelpers = [2]string{"newuidmap", "newgidmap"}
 
 // callerSubIDs returns the caller's first subordinate ranges of uids and
 // gids, when both exist, are large enough to matter, and the helpers that
-// map them are installed.
-func callerSubIDs() (subIDs, bool) {
+// map them are installed. users is asked for the caller's name (nil: the
+// password database is read).
+func callerSubIDs(users *privdir.Passwd) (subIDs, bool) {
 	if os.Geteuid() == 0 {
 		return subIDs{}, false
 	}
@@ -42,8 +44,8 @@ func callerSubIDs() (subIDs, bool) {
 		}
 	}
 	name := ""
-	if u, err := user.LookupId(strconv.Itoa(os.Geteuid())); err == nil {
-		name = u.Username
+	if a, err := users.Lookup(os.Geteuid()); err == nil {
+		name = a.Name
 	}
 	uids, ok1 := subordinate(subUIDFile, name, os.Geteuid())
 	gids, ok2 := subordinate(subGIDFile, name, os.Geteuid())
@@ -59,7 +61,7 @@ func SubIDsDetail() string {
 	if os.Geteuid() == 0 {
 		return ""
 	}
-	if sub, ok := callerSubIDs(); ok {
+	if sub, ok := callerSubIDs(nil); ok {
 		n := min(sub.uids.size, sub.gids.size, HostRangeSize-1)
 		return fmt.Sprintf("sandbox ids 1-%d map to your subordinate uids %d-%d and gids %d-%d (newuidmap, newgidmap)",
 			n, sub.uids.start, sub.uids.start+n-1, sub.gids.start, sub.gids.start+n-1)

@@ -214,12 +214,12 @@ type Store struct {
 // ~/.config/jail/profiles), then /etc/jail/profiles. Root reads none of
 // what its environment names, which sudo -E or a CI step may have kept
 // from another user: only the profiles of root's own home in the password
-// database, then /etc/jail/profiles.
-func DefaultStore() Store {
+// database (asked of users; nil reads it), then /etc/jail/profiles.
+func DefaultStore(users *privdir.Passwd) Store {
 	var dirs []string
 	switch {
 	case os.Geteuid() == 0:
-		if home, err := privdir.HomeOf(0); err == nil {
+		if home, err := users.HomeOf(0); err == nil {
 			dirs = append(dirs, filepath.Join(home, ".config", "jail", "profiles"))
 		}
 	case os.Getenv("XDG_CONFIG_HOME") != "":

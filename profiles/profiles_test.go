@@ -153,7 +153,7 @@ func TestRootStoreIgnoresTheEnvironment(t *testing.T) {
 	other := t.TempDir()
 	t.Setenv("HOME", other)
 	t.Setenv("XDG_CONFIG_HOME", other)
-	dirs := DefaultStore().Dirs
+	dirs := DefaultStore(nil).Dirs
 	if os.Geteuid() != 0 {
 		if len(dirs) != 2 || dirs[0] != filepath.Join(other, "jail", "profiles") {
 			t.Errorf("an ordinary user's store: %v; want $XDG_CONFIG_HOME's first", dirs)

@@ -97,7 +97,7 @@ func benchBuild(b *testing.B, root config.Rootfs) {
 	if err := os.WriteFile(exe, data, 0o755); err != nil {
 		b.Fatal(err)
 	}
-	id, err := namespaces.ForCaller(0, 0)
+	id, err := namespaces.ForCaller(nil, 0, 0)
 	if err != nil {
 		b.Fatal(err)
 	}

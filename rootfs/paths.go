@@ -5,8 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
+
+	"github.com/jail-sandbox/jail/internal/privdir"
 )
 
 // Host paths hidden from a sandbox that sees the host tree. Files are covered
@@ -181,12 +182,11 @@ const firstUserID = 1000
 // HomeMasks returns the homes a sandbox on the host tree must not see,
 // beyond /home and /root (which are replaced whole): the caller's own,
 // wherever it is ($HOME, given in callerHomes, and the password database's
-// home of callerUID), and
-// that of every account in passwd (the contents of /etc/passwd) that a
-// person or a login may use (a uid of firstUserID and up, or a login
-// shell), such as a CI user's /var/lib/jenkins. Homes that are system
-// directories, or hold one, are left alone.
-func HomeMasks(passwd []byte, callerUID int, callerHomes ...string) []string {
+// home of callerUID), and that of every account in accounts (the password
+// database's) that a person or a login may use (a uid of firstUserID and
+// up, or a login shell), such as a CI user's /var/lib/jenkins. Homes that
+// are system directories, or hold one, are left alone.
+func HomeMasks(accounts []privdir.Account, callerUID int, callerHomes ...string) []string {
 	var homes []string
 	seen := map[string]bool{}
 	add := func(h string) {
@@ -208,19 +208,11 @@ func HomeMasks(passwd []byte, callerUID int, callerHomes ...string) []string {
 	for _, h := range callerHomes {
 		add(h)
 	}
-	for _, line := range strings.Split(string(passwd), "\n") {
-		f := strings.Split(line, ":")
-		if len(f) < 7 || strings.HasPrefix(line, "#") {
-			continue
-		}
-		uid, err := strconv.Atoi(f[2])
-		if err != nil {
-			continue
-		}
-		person := uid >= firstUserID && uid != 65534
-		shell := strings.TrimSpace(f[6])
-		if person || uid == callerUID || (shell != "" && !noLoginShells[shell]) {
-			add(f[5])
+	for _, a := range accounts {
+		person := a.UID >= firstUserID && a.UID != 65534
+		shell := strings.TrimSpace(a.Shell)
+		if person || a.UID == callerUID || (shell != "" && !noLoginShells[shell]) {
+			add(a.Home)
 		}
 	}
 	return homes

@@ -407,7 +407,8 @@ func createBelow(base string, comps []string, dir bool) error {
 	return f.Close()
 }
 
-// kernelFilesystems mounts /proc, /dev and /sys.
+// kernelFilesystems mounts /proc, /dev and /sys, then sets the ipc limits
+// through the new /proc.
 func (b *builder) kernelFilesystems(devices []*os.File) error {
 	proc, err := b.topDir("/proc")
 	if err != nil {
@@ -481,10 +482,10 @@ func (b *builder) kernelFilesystems(devices []*os.File) error {
 	return b.ipcLimits()
 }
 
-// ipcLimits bounds the System V shared memory of the sandbox's own ipc
-// namespace when the plan says (no cgroup charges it): shmmax in bytes,
-// shmall in pages, through the fresh /proc (its sysctls are the writer's
-// namespace's).
+// ipcLimits bounds the System V shared memory and message queues of the
+// sandbox's own ipc namespace when the plan says (no cgroup charges them):
+// shmmax in bytes, shmall in pages, msgmni in queues, through the fresh
+// /proc (its sysctls are the writer's namespace's).
 func (b *builder) ipcLimits() error {
 	bytes := b.cfg.Limits.SysVShm
 	if bytes <= 0 {

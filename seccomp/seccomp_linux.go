@@ -9,7 +9,6 @@
 package seccomp
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -79,15 +78,16 @@ func Key(user profiles.Files, name, resolver string) (string, error) {
 
 // CacheDir is where compiled filters are kept: /var/cache/jail/seccomp for
 // root, ~/.cache/jail/seccomp for others, with the home of the caller's
-// uid in the password database: never a directory the environment names,
-// so that the directory jail keeps from sandboxes is the same whatever the
-// environment (a cron job, a CI step). "" when the caller has no home.
-func CacheDir() string {
+// uid in the password database (asked of users; nil reads it): never a
+// directory the environment names, so that the directory jail keeps from
+// sandboxes is the same whatever the environment (a cron job, a CI step).
+// "" when the caller has no home.
+func CacheDir(users *privdir.Passwd) string {
 	uid := os.Geteuid()
 	if uid == 0 {
 		return "/var/cache/jail/seccomp"
 	}
-	if home, err := privdir.HomeOf(uid); err == nil {
+	if home, err := users.HomeOf(uid); err == nil {
 		return filepath.Join(home, ".cache", "jail", "seccomp")
 	}
 	return ""
@@ -117,7 +117,9 @@ func Cached(dir string, user profiles.Files, name string, r Resolver) (*profiles
 		}
 		if cache, err = privdir.Open(dir, uid, unix.O_PATH); err == nil {
 			defer cache.Close()
-			if data, err := readEntry(cache, entry, uid); err == nil {
+			// The caller's own entry, which group and others cannot
+			// write.
+			if data, err := privdir.ReadFile(cache, entry, maxEntry, uid); err == nil {
 				var c Resolved
 				if json.Unmarshal(data, &c) == nil && c.Profile != nil && c.Filter.Valid() {
 					return c.Profile, c.Filter, nil
@@ -131,38 +133,8 @@ func Cached(dir string, user profiles.Files, name string, r Resolver) (*profiles
 	}
 	if cache != nil {
 		if data, err := json.Marshal(Resolved{Profile: p, Filter: f}); err == nil {
-			_ = writeEntry(cache, entry, data)
+			_ = privdir.WriteFile(int(cache.Fd()), entry, ".tmp-", data, 0o644)
 		}
 	}
 	return p, f, nil
-}
-
-// readEntry reads file in dir if it is a regular file of uid's that
-// group and others cannot write, of at most maxEntry bytes.
-func readEntry(dir *os.File, file string, uid int) ([]byte, error) {
-	return privdir.ReadFile(dir, file, maxEntry, uid)
-}
-
-// writeEntry writes data as file in dir: under a temporary name, then
-// renamed, so that a reader never sees half an entry.
-func writeEntry(dir *os.File, file string, data []byte) error {
-	var nonce [8]byte
-	if _, err := rand.Read(nonce[:]); err != nil {
-		return err
-	}
-	tmp := ".tmp-" + hex.EncodeToString(nonce[:])
-	fd, err := unix.Openat(int(dir.Fd()), tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
-	if err != nil {
-		return err
-	}
-	f := os.NewFile(uintptr(fd), tmp)
-	_, werr := f.Write(data)
-	cerr := f.Close()
-	if werr == nil && cerr == nil {
-		if werr = unix.Renameat(int(dir.Fd()), tmp, int(dir.Fd()), file); werr == nil {
-			return nil
-		}
-	}
-	_ = unix.Unlinkat(int(dir.Fd()), tmp, 0)
-	return errors.Join(werr, cerr)
 }

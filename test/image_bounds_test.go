@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -26,6 +25,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/jail-sandbox/jail/internal/tartest"
 )
 
 // imageWithConfig is image with its config changed by edit.
@@ -90,12 +91,7 @@ func layerPath(t *testing.T, store string, img v1.Image) string {
 func TestHostileImageFilesDoNotStallJail(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		store := storeDir(t, m)
-		jailS := func(args ...string) result {
-			t.Helper()
-			cmd := command(m, args...)
-			cmd.Env = append(cmd.Env, "JAIL_IMAGE_STORE="+store)
-			return runCmd(t, cmd)
-		}
+		jailS := withStoreAt(t, m, store)
 		dir := sharedTempDir(t, rootless)
 		// A host file an image's link might aim at: were it read, the
 		// user would get uid 4242.
@@ -138,8 +134,7 @@ func TestHostileImageFilesDoNotStallJail(t *testing.T) {
 			{"link-to-shadow", "the image has no /etc/passwd"},
 		} {
 			t.Run(c.what, func(t *testing.T) {
-				cmd := command(m, "run", "--timeout", "3s", "--image", "localhost/"+c.what+":1", "--", "id", "-u")
-				cmd.Env = append(cmd.Env, "JAIL_IMAGE_STORE="+store)
+				cmd := storeCommand(m, store, "run", "--timeout", "3s", "--image", "localhost/"+c.what+":1", "--", "id", "-u")
 				r, rss := runMeasured(t, cmd) // a hang fails here, not a timing
 				if r.code != 125 || !strings.HasPrefix(r.stderr, "jail: image localhost/"+c.what+":1: ") || !strings.Contains(r.stderr, c.want) || strings.Count(r.stderr, "\n") != 1 {
 					t.Errorf("exit %d, stdout %q, stderr %q; want 125 and one `jail:` line saying %q", r.code, r.stdout, r.stderr, c.want)
@@ -157,8 +152,7 @@ func TestHostileImageFilesDoNotStallJail(t *testing.T) {
 		// server's lock while blocked), and the server answers meanwhile.
 		t.Run("serve", func(t *testing.T) {
 			socket := filepath.Join(sharedTempDir(t, map[bool]*account{true: rootless}[m.rootless]), "jail.sock")
-			serve := command(m, "serve", "--socket", socket, "--pool", "1")
-			serve.Env = append(serve.Env, "JAIL_IMAGE_STORE="+store)
+			serve := storeCommand(m, store, "serve", "--socket", socket, "--pool", "1")
 			if err := serve.Start(); err != nil {
 				t.Fatal(err)
 			}
@@ -256,56 +250,6 @@ func TestImageWorkingDirIsCheckedAsWorkdir(t *testing.T) {
 	})
 }
 
-// rawHeader is one ustar header block, checksummed.
-func rawHeader(name string, typ byte, size int64) []byte {
-	b := make([]byte, 512)
-	copy(b[0:], name)
-	copy(b[100:], "0000644\x00")
-	copy(b[108:], "0000000\x00")
-	copy(b[116:], "0000000\x00")
-	copy(b[124:], fmt.Sprintf("%011o\x00", size))
-	copy(b[136:], "14510130000\x00")
-	b[156] = typ
-	copy(b[257:], "ustar\x0000")
-	copy(b[148:], "        ")
-	sum := 0
-	for _, c := range b {
-		sum += int(c)
-	}
-	copy(b[148:], fmt.Sprintf("%06o\x00 ", sum))
-	return b
-}
-
-func pad512(b []byte) []byte {
-	if r := len(b) % 512; r != 0 {
-		b = append(b, make([]byte, 512-r)...)
-	}
-	return b
-}
-
-// sparseTar is a tar holding one PAX (GNU 1.0) sparse file of realsize
-// bytes with 5 bytes of data: a few KiB that expand to realsize.
-func sparseTar(name string, realsize int64) []byte {
-	var records []byte
-	for _, kv := range [][2]string{{"GNU.sparse.major", "1"}, {"GNU.sparse.minor", "0"}, {"GNU.sparse.name", name}, {"GNU.sparse.realsize", strconv.FormatInt(realsize, 10)}} {
-		rec := " " + kv[0] + "=" + kv[1] + "\n"
-		n := len(rec) + 1
-		for len(strconv.Itoa(n))+len(rec) != n {
-			n++
-		}
-		records = append(records, strconv.Itoa(n)+rec...)
-	}
-	sparseMap := pad512([]byte("1\n0\n5\n"))
-	data := pad512([]byte("hello"))
-	var out []byte
-	out = append(out, rawHeader("PaxHeaders/"+name, 'x', int64(len(records)))...)
-	out = append(out, pad512(records)...)
-	out = append(out, rawHeader("GNUSparseFile.0/"+name, '0', int64(len(sparseMap)+5))...)
-	out = append(out, sparseMap...)
-	out = append(out, data...)
-	return append(out, make([]byte, 1024)...)
-}
-
 // gzipOf compresses data.
 func gzipOf(t *testing.T, data []byte) []byte {
 	var buf bytes.Buffer
@@ -344,27 +288,12 @@ func smallFiles(dir string, n, size int) []entry {
 	return es
 }
 
-// storeListing describes every file of a store (path, type, mode, owner,
-// size) and images.json's content, to compare before and after.
+// storeListing describes every file of a store (dirState) and images.json's
+// content, to compare before and after.
 func storeListing(t *testing.T, store string) string {
 	t.Helper()
-	var lines []string
-	filepath.WalkDir(store, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			lines = append(lines, p+": "+err.Error())
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return nil
-		}
-		st := info.Sys().(*syscall.Stat_t)
-		lines = append(lines, fmt.Sprintf("%s %v %d:%d %d", strings.TrimPrefix(p, store), info.Mode(), st.Uid, st.Gid, info.Size()))
-		return nil
-	})
-	sort.Strings(lines)
 	index, _ := os.ReadFile(filepath.Join(store, "images.json"))
-	return strings.Join(lines, "\n") + "\n" + string(index)
+	return dirState(t, store) + "\n" + string(index)
 }
 
 // TestImageImportSizeBounds (SECURITY-LESSONS row 30): an import writes no
@@ -388,12 +317,7 @@ func TestImageImportSizeBounds(t *testing.T) {
 
 	forEachMode(t, func(t *testing.T, m mode) {
 		store := storeDir(t, m)
-		jailS := func(args ...string) result {
-			t.Helper()
-			cmd := command(m, args...)
-			cmd.Env = append(cmd.Env, "JAIL_IMAGE_STORE="+store)
-			return runCmd(t, cmd)
-		}
+		jailS := withStoreAt(t, m, store)
 		dir := sharedTempDir(t, rootless)
 		writeLayout(t, filepath.Join(dir, "good"), "localhost/good:1", image(t, nil, nil, layerOf(t, busyboxEntries(t))))
 		if r := jailS("image", "import", filepath.Join(dir, "good"), "--quiet"); r.code != 0 {
@@ -408,7 +332,7 @@ func TestImageImportSizeBounds(t *testing.T) {
 			asTar bool   // imported as an OCI archive rather than a layout
 		}{
 			// The issue's archive: a few KiB, one sparse entry of 2 GiB.
-			{what: "sparse entry", img: image(t, nil, nil, layerFromBytes(t, sparseTar("big", 2<<30))), flags: []string{"--max-layer-size", "1G"}, bound: "per layer", asTar: true},
+			{what: "sparse entry", img: image(t, nil, nil, layerFromBytes(t, tartest.Sparse("big", 2<<30))), flags: []string{"--max-layer-size", "1G"}, bound: "per layer", asTar: true},
 			// 96 MiB of zeros in a file, in a ~100 KiB gzip blob.
 			{what: "gzip bomb", img: bombImage, flags: []string{"--max-layer-size", "64M"}, bound: "per layer"},
 			// The same zeros after the tar's end: nothing written, but
@@ -513,8 +437,7 @@ func TestImageStoreRefusesLinksAndOthersDirectories(t *testing.T) {
 		// goodStore is a store holding localhost/good:1.
 		goodStore := func(t *testing.T) string {
 			store := storeDir(t, m)
-			cmd := command(m, "image", "import", layout, "--quiet")
-			cmd.Env = append(cmd.Env, "JAIL_IMAGE_STORE="+store)
+			cmd := storeCommand(m, store, "image", "import", layout, "--quiet")
 			if r := runCmd(t, cmd); r.code != 0 {
 				t.Fatalf("import: %q", r.stderr)
 			}
@@ -601,8 +524,7 @@ func TestImageStoreRefusesLinksAndOthersDirectories(t *testing.T) {
 			}},
 			{what: "the store is root's", userOnly: true, refused: all, setup: func(t *testing.T) (string, string) {
 				store := filepath.Join(sharedTempDir(t, nil), "store")
-				cmd := command(asRoot, "image", "import", layout, "--quiet")
-				cmd.Env = append(cmd.Env, "JAIL_IMAGE_STORE="+store)
+				cmd := storeCommand(asRoot, store, "image", "import", layout, "--quiet")
 				if r := runCmd(t, cmd); r.code != 0 {
 					t.Fatalf("import as root: %q", r.stderr)
 				}
@@ -636,8 +558,7 @@ func TestImageStoreRefusesLinksAndOthersDirectories(t *testing.T) {
 						"run":    {"run", "--image", "localhost/good:1", "--", "/bin/ls", "/"},
 						"rm":     {"image", "rm", "localhost/good:1"},
 					}[what]
-					cmd := command(m, args...)
-					cmd.Env = append(cmd.Env, "JAIL_IMAGE_STORE="+store)
+					cmd := storeCommand(m, store, args...)
 					r := runCmd(t, cmd)
 					if r.code != 125 || !strings.HasPrefix(r.stderr, "jail: ") || strings.Count(r.stderr, "\n") != 1 {
 						t.Errorf("%s: exit %d, stdout %q, stderr %q; want 125 and one `jail:` line", what, r.code, r.stdout, r.stderr)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -157,13 +158,22 @@ func storeDir(t *testing.T, m mode) string {
 
 // withStore runs jail in mode m against a fresh image store.
 func withStore(t *testing.T, m mode) func(args ...string) result {
-	store := storeDir(t, m)
+	return withStoreAt(t, m, storeDir(t, m))
+}
+
+// withStoreAt runs jail in mode m against the image store at store.
+func withStoreAt(t *testing.T, m mode, store string) func(args ...string) result {
 	return func(args ...string) result {
 		t.Helper()
-		cmd := command(m, args...)
-		cmd.Env = append(cmd.Env, "JAIL_IMAGE_STORE="+store)
-		return runCmd(t, cmd)
+		return runCmd(t, storeCommand(m, store, args...))
 	}
+}
+
+// storeCommand is command, for the image store at store.
+func storeCommand(m mode, store string, args ...string) *exec.Cmd {
+	cmd := command(m, args...)
+	cmd.Env = append(cmd.Env, "JAIL_IMAGE_STORE="+store)
+	return cmd
 }
 
 func TestImageImportAndRun(t *testing.T) {

@@ -217,9 +217,10 @@ func TestSIGKILLedJailLeavesNothing(t *testing.T) {
 	})
 }
 
-// TestOrphanCgroupIsSwept: a sandbox cgroup left by a supervisor killed
-// before it started its janitor (made here as an empty, old directory) is
-// removed by the janitor of a later run.
+// TestOrphanCgroupIsSwept: a sandbox cgroup that no janitor removes (left
+// where a supervisor could start none, or its janitor was killed itself;
+// made here as an empty, old directory) is removed by the janitor of a
+// later run.
 func TestOrphanCgroupIsSwept(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: sandbox cgroups of ordinary users are theirs")

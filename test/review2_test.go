@@ -52,6 +52,28 @@ func hostVisibleDir(t *testing.T, owner *account) string {
 	return dir
 }
 
+// startUntil starts cmd, a sandbox that runs on, and returns once its
+// output begins with want; it is stopped (SIGTERM) and reaped when the test
+// ends.
+func startUntil(t *testing.T, cmd *exec.Cmd, want string) {
+	t.Helper()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	})
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(out, got); err != nil || string(got) != want {
+		t.Fatalf("the sandbox did not start or report: %q %v; want %q", got, err, want)
+	}
+}
+
 // TestSandboxCannotDriveItsUsersServer: a rootless sandbox runs as its
 // user, so the 0600 socket of that user's `jail serve` lets it connect
 // wherever the socket is visible on the host tree (a read-only mount does
@@ -116,12 +138,7 @@ func deepName(depth int, file string) string {
 func TestImageImportCountsTheDirectoriesAPathMakes(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		store := filepath.Join(hostVisibleDir(t, ownerOf(m)), "store")
-		jailS := func(args ...string) result {
-			t.Helper()
-			cmd := command(m, args...)
-			cmd.Env = append(cmd.Env, "JAIL_IMAGE_STORE="+store)
-			return runCmd(t, cmd)
-		}
+		jailS := withStoreAt(t, m, store)
 		dir := sharedTempDir(t, rootless)
 		for _, c := range []struct {
 			depth int
@@ -164,8 +181,7 @@ func TestImageStoreRemovesDeepLayers(t *testing.T) {
 		store := filepath.Join(hostVisibleDir(t, ownerOf(m)), "store")
 		jailS := func(args ...string) result {
 			t.Helper()
-			cmd := command(m, args...)
-			cmd.Env = append(cmd.Env, "JAIL_IMAGE_STORE="+store)
+			cmd := storeCommand(m, store, args...)
 			// A hard limit some distributions ship.
 			cmd.Args = append([]string{"prlimit", "--nofile=4096:4096", "--", cmd.Path}, cmd.Args[1:]...)
 			cmd.Path = "/usr/bin/prlimit"
@@ -211,22 +227,7 @@ func TestOtherUsersCannotLockSandboxCgroups(t *testing.T) {
 	}
 	checkNoLeaks(t)
 	before, _ := filepath.Glob("/sys/fs/cgroup/*/jail/*")
-	cmd := command(asRoot, "run", "--", "sh", "-c", "echo started; exec sleep 60")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-	}()
-	line := make([]byte, 8)
-	if _, err := io.ReadFull(out, line); err != nil || string(line) != "started\n" {
-		t.Fatalf("the sandbox did not start: %q %v", line, err)
-	}
+	startUntil(t, command(asRoot, "run", "--", "sh", "-c", "echo started; exec sleep 60"), "started\n")
 	after, _ := filepath.Glob("/sys/fs/cgroup/*/jail/*")
 	var dirs []string
 	for _, d := range after {
@@ -266,8 +267,7 @@ func TestImageStoreHiddenUnderAnotherEnvironment(t *testing.T) {
 	dir := sharedTempDir(t, rootless)
 	layer := layerOf(t, append(busyboxEntries(t), entry{name: "etc/api-token", body: "IMAGE SECRET\n", mode: 0o600}))
 	writeLayout(t, filepath.Join(dir, "layout"), "localhost/private:1", image(t, nil, []string{"PATH=/bin"}, layer))
-	imp := command(asRoot, "image", "import", filepath.Join(dir, "layout"), "--quiet")
-	imp.Env = append(imp.Env, "JAIL_IMAGE_STORE="+store)
+	imp := storeCommand(asRoot, store, "image", "import", filepath.Join(dir, "layout"), "--quiet")
 	if r := runCmd(t, imp); r.code != 0 {
 		t.Fatalf("import: %s", r.stderr)
 	}
@@ -307,22 +307,7 @@ while n < ` + strings.TrimSpace(string(limit)) + ` + 8 and libc.inotify_init1(0)
 print("held", n, flush=True)
 time.sleep(60)
 `
-	cmd := command(asRoot, "run", "--", "/usr/bin/python3", "-c", script)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-	}()
-	line := make([]byte, 5)
-	if _, err := io.ReadFull(out, line); err != nil || string(line) != "held " {
-		t.Fatalf("the sandbox did not report: %q %v", line, err)
-	}
+	startUntil(t, command(asRoot, "run", "--", "/usr/bin/python3", "-c", script), "held ")
 	fd, err := syscall.InotifyInit1(syscall.IN_CLOEXEC)
 	if err != nil {
 		t.Errorf("host root's inotify_init1 while the sandbox holds its instances: %v", err)
@@ -358,22 +343,7 @@ for i in range(int(sys.argv[1])):
 print("held", n, flush=True)
 time.sleep(float(sys.argv[2]))
 `
-	cmd := command(asRoot, "run", "--", "/usr/bin/python3", "-c", mq, "200", "60")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-	}()
-	line := make([]byte, 5)
-	if _, err := io.ReadFull(out, line); err != nil || string(line) != "held " {
-		t.Fatalf("the sandbox did not report: %q %v", line, err)
-	}
+	startUntil(t, command(asRoot, "run", "--", "/usr/bin/python3", "-c", mq, "200", "60"), "held ")
 	host, err := exec.Command("/usr/bin/python3", "-c", mq, "1", "0").Output()
 	if err != nil || string(host) != "held 1\n" {
 		t.Errorf("host root's mq_open while the sandbox holds its queues: %q %v", host, err)
@@ -449,8 +419,7 @@ func TestImageImportOfAZstdBombStaysSmall(t *testing.T) {
 		store := storeDir(t, m)
 		dir := sharedTempDir(t, rootless)
 		writeLayout(t, filepath.Join(dir, "bomb"), "localhost/zstd-bomb:1", image(t, nil, nil, zstdRLELayer(t, 256<<20)))
-		cmd := command(m, "image", "import", filepath.Join(dir, "bomb"), "--quiet")
-		cmd.Env = append(cmd.Env, "JAIL_IMAGE_STORE="+store)
+		cmd := storeCommand(m, store, "image", "import", filepath.Join(dir, "bomb"), "--quiet")
 		r, rss := runMeasured(t, cmd)
 		t.Logf("import: exit %d, %q; largest resident set %d MiB", r.code, r.stderr, rss>>20)
 		if rss > 192<<20 {

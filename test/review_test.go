@@ -226,8 +226,7 @@ func TestImageStoreHiddenFromHostTree(t *testing.T) {
 	layer := layerOf(t, append(busyboxEntries(t), entry{name: "etc/api-token", body: "IMAGE SECRET\n", mode: 0o600}))
 	writeLayout(t, filepath.Join(dir, "layout"), "localhost/private:1", image(t, nil, []string{"PATH=/bin"}, layer))
 	run := func(args ...string) result {
-		cmd := command(asRoot, args...)
-		cmd.Env = append(cmd.Env, "JAIL_IMAGE_STORE="+store)
+		cmd := storeCommand(asRoot, store, args...)
 		return runCmd(t, cmd)
 	}
 	if r := run("image", "import", filepath.Join(dir, "layout")); r.code != 0 {

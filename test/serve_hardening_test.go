@@ -47,8 +47,7 @@ func TestServeHostileImageHoldsUpNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		writeLayout(t, filepath.Join(dir, "fifo"), "localhost/fifo-passwd:1", img)
-		importCmd := command(m, "image", "import", filepath.Join(dir, "fifo"))
-		importCmd.Env = append(importCmd.Env, "JAIL_IMAGE_STORE="+store)
+		importCmd := storeCommand(m, store, "image", "import", filepath.Join(dir, "fifo"))
 		if r := runCmd(t, importCmd); r.code != 0 {
 			t.Fatalf("import: exit %d: %s", r.code, r.stderr)
 		}

@@ -251,20 +251,7 @@ func v1ParentOrSkip(t *testing.T, controller string) string {
 // is the way of kernels before cgroup.kill, 5.14.)
 func TestKillSignalsOnlyTheCgroupsProcesses(t *testing.T) {
 	dir := filepath.Join(sandboxParentOrSkip(t), fmt.Sprintf("kill-test-%d", os.Getpid()))
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.Remove(dir) })
-	inside, outside := exec.Command("sleep", "60"), exec.Command("sleep", "60")
-	for _, c := range []*exec.Cmd{inside, outside} {
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
-	}
-	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(fmt.Sprint(inside.Process.Pid)), 0); err != nil {
-		t.Fatal(err)
-	}
+	inside, outside := oneInsideOneOut(t, dir)
 
 	killMembers(dir, []int{outside.Process.Pid, inside.Process.Pid, os.Getpid()})
 
@@ -308,20 +295,7 @@ func TestRemoveKillsOnlyWhatIsInTheCgroup(t *testing.T) {
 	for _, r := range removers {
 		t.Run(r.name, func(t *testing.T) {
 			dir := filepath.Join(parent, fmt.Sprintf("remove-test-%d", os.Getpid()))
-			if err := os.Mkdir(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = os.Remove(dir) })
-			inside, outside := exec.Command("sleep", "60"), exec.Command("sleep", "60")
-			for _, c := range []*exec.Cmd{inside, outside} {
-				if err := c.Start(); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
-			}
-			if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(fmt.Sprint(inside.Process.Pid)), 0); err != nil {
-				t.Fatal(err)
-			}
+			inside, outside := oneInsideOneOut(t, dir)
 
 			if err := r.remove(dir); err != nil {
 				t.Fatal(err)
@@ -339,6 +313,28 @@ func TestRemoveKillsOnlyWhatIsInTheCgroup(t *testing.T) {
 			}
 		})
 	}
+}
+
+// oneInsideOneOut makes the cgroup dir, removed when the test ends, and
+// starts two processes that run until then: inside in the cgroup, outside
+// not.
+func oneInsideOneOut(t *testing.T, dir string) (inside, outside *exec.Cmd) {
+	t.Helper()
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Remove(dir) })
+	inside, outside = exec.Command("sleep", "60"), exec.Command("sleep", "60")
+	for _, c := range []*exec.Cmd{inside, outside} {
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(fmt.Sprint(inside.Process.Pid)), 0); err != nil {
+		t.Fatal(err)
+	}
+	return inside, outside
 }
 
 // janitorPrograms are the janitors to run as processes: this test binary

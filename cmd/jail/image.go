@@ -20,10 +20,10 @@ func imageCommand(args []string) int {
 	// owners, in a user namespace that maps them, where alone they can be
 	// removed again: import, pull, rm and prune run in the tools program
 	// there (programs.RunToolsMapped). Nothing else starts a process.
+	if args[0] == "rm" && len(args) != 2 {
+		return fail("image rm: takes one image reference")
+	}
 	if id, ok := storeMapping(args[0]); ok {
-		if args[0] == "rm" && len(args) != 2 {
-			return fail("image rm: takes one image reference")
-		}
 		code, err := programs.RunToolsMapped(id, append([]string{"image"}, args...), os.Stdin, os.Stdout, os.Stderr)
 		if err != nil {
 			return fail("image %s: %v", args[0], err)
@@ -49,14 +49,8 @@ func imageCommand(args []string) int {
 		}
 		return 0
 	case "rm":
-		if len(args) != 2 {
-			return fail("image rm: takes one image reference")
-		}
-		if err := store.Remove(args[1]); err != nil {
-			return fail("image %s: %v", args[1], err)
-		}
-		if _, err := store.Prune(); err != nil {
-			return fail("image rm: %v", err)
+		if err := store.RemoveImage(args[1]); err != nil {
+			return fail("%v", err)
 		}
 		return 0
 	case "prune":
@@ -77,7 +71,7 @@ func storeMapping(sub string) (namespaces.Identity, bool) {
 	if os.Geteuid() == 0 || (sub != "import" && sub != "pull" && sub != "rm" && sub != "prune") {
 		return namespaces.Identity{}, false
 	}
-	id, err := namespaces.ForCaller(0, 0)
+	id, err := namespaces.ForCaller(nil, 0, 0)
 	return id, err == nil && id.SubIDs
 }
 

@@ -33,7 +33,7 @@ func profileCommand(args []string) int {
 		}
 		return fail("profile %s: %v", args[0], programs.Exec(programs.Tools, append([]string{"jail-tools", "profile"}, args...)))
 	case "export":
-		return profileExport(profiles.DefaultStore(), args[1:])
+		return profileExport(profiles.DefaultStore(nil), args[1:])
 	}
 	return fail("profile: unknown subcommand %q", args[0])
 }

@@ -3,62 +3,12 @@ package fetch
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"os"
-	"strconv"
 	"testing"
 
 	"github.com/jail-sandbox/jail/images"
+	"github.com/jail-sandbox/jail/internal/tartest"
 )
-
-// rawHeader is one ustar header block, checksummed.
-func rawHeader(name string, typ byte, size int64) []byte {
-	b := make([]byte, 512)
-	copy(b[0:], name)
-	copy(b[100:], "0000644\x00")
-	copy(b[108:], "0000000\x00")
-	copy(b[116:], "0000000\x00")
-	copy(b[124:], fmt.Sprintf("%011o\x00", size))
-	copy(b[136:], "14510130000\x00")
-	b[156] = typ
-	copy(b[257:], "ustar\x0000")
-	copy(b[148:], "        ")
-	sum := 0
-	for _, c := range b {
-		sum += int(c)
-	}
-	copy(b[148:], fmt.Sprintf("%06o\x00 ", sum))
-	return b
-}
-
-func pad512(b []byte) []byte {
-	if r := len(b) % 512; r != 0 {
-		b = append(b, make([]byte, 512-r)...)
-	}
-	return b
-}
-
-// sparseTar is a tar of one PAX (GNU 1.0) sparse file of realsize bytes
-// holding 5 bytes of data.
-func sparseTar(name string, realsize int64) []byte {
-	var records []byte
-	for _, kv := range [][2]string{{"GNU.sparse.major", "1"}, {"GNU.sparse.minor", "0"}, {"GNU.sparse.name", name}, {"GNU.sparse.realsize", strconv.FormatInt(realsize, 10)}} {
-		rec := " " + kv[0] + "=" + kv[1] + "\n"
-		n := len(rec) + 1
-		for len(strconv.Itoa(n))+len(rec) != n {
-			n++
-		}
-		records = append(records, strconv.Itoa(n)+rec...)
-	}
-	sparseMap, data := pad512([]byte("1\n0\n5\n")), pad512([]byte("hello"))
-	var out []byte
-	out = append(out, rawHeader("PaxHeaders/"+name, 'x', int64(len(records)))...)
-	out = append(out, pad512(records)...)
-	out = append(out, rawHeader("GNUSparseFile.0/"+name, '0', int64(len(sparseMap)+5))...)
-	out = append(out, sparseMap...)
-	out = append(out, data...)
-	return append(out, make([]byte, 1024)...)
-}
 
 // TestSparseEntryRefusedAtDefaultBounds: with no flag, a layer whose one
 // sparse entry expands past the default layer bound is refused before a
@@ -80,7 +30,7 @@ func TestSparseEntryRefusedAtDefaultBounds(t *testing.T) {
 			t.Fatal(err)
 		}
 		m := &meter{lim: DefaultLimits, max: DefaultLimits.Layer}
-		_, err = unpackLayer(bytes.NewReader(sparseTar("big", c.realsize)), root, images.Ownership{}, m)
+		_, err = unpackLayer(bytes.NewReader(tartest.Sparse("big", c.realsize)), root, images.Ownership{}, m)
 		root.Close()
 		if c.refused {
 			if !errors.Is(err, errTooBig) || m.err().Error() != "exceeds the bound of 16 GiB per layer (--max-layer-size raises it)" {

@@ -3,8 +3,8 @@
 // pid, net, ipc, uts and cgroup namespaces, where it is pid 1. A full build
 // starts the C init (internal/programs/init) instead, which does the same
 // step for step without a runtime to start; this one runs in a build
-// without the helper programs (a plain go build), and in a pool whose
-// forker cannot reach the C init's copy on disk. The integration test
+// without the helper programs (a plain go build), or where the C init's
+// program cannot be opened. The integration test
 // TestInitsBuildTheSameSandbox holds the two to the same sandbox.
 //
 // Main reads the sandbox description from the control socket (fd 3), builds

@@ -1,7 +1,11 @@
 // Package privdir finds and opens the directories whose content jail
 // trusts as its own (its helper programs, user profiles, compiled
 // filters): directories that nobody but root and the user they belong to
-// can change, however the environment names them.
+// can change, however the environment names them. It reads the files in
+// them that jail trusts (ReadFile: a regular file of a trusted owner that
+// no one else may write, bounded, never through a link or a FIFO), and the
+// password database (Passwd), which says where a user's directories are
+// whatever $HOME says, read once for all that one task asks of it.
 //
 // A directory is private to uid when it, and every directory above it up
 // to /, is owned by root or uid and writable by neither its group nor
@@ -15,8 +19,8 @@
 package privdir
 
 import (
-	"bufio"
-	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +28,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -180,36 +185,97 @@ func MkdirAll(base, path string, uid int, perm uint32, flags int) (*os.File, err
 // maxPasswd bounds how much of /etc/passwd is read.
 const maxPasswd = 16 << 20
 
-// HomeOf returns the home directory of uid in the password database
-// (/etc/passwd), whatever $HOME says.
-func HomeOf(uid int) (string, error) {
-	f, err := os.OpenFile("/etc/passwd", os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+// Passwd is the password database (/etc/passwd) as one task (a sandbox's
+// start) sees it: read and parsed the first time it is asked, and answered
+// from that parse after, so that all that follows from accounts (the
+// directories of a home, root's profiles, a user's subordinate ids, the
+// homes a sandbox must not see) costs one read. The zero value is ready,
+// and it may be asked from several goroutines; a nil *Passwd reads the
+// database anew each time it is asked.
+type Passwd struct {
+	once     sync.Once
+	accounts []Account
+	err      error
+}
+
+// Account is one entry of the password database.
+type Account struct {
+	Name string
+	UID  int
+	// uid is the uid as written: Lookup takes only an entry that writes
+	// it as the number is written.
+	uid string
+	// Home and Shell are as written (a home may be relative, or empty).
+	Home, Shell string
+}
+
+// Accounts returns the database's entries, in their order, or why it
+// could not be read.
+func (p *Passwd) Accounts() ([]Account, error) {
+	if p == nil {
+		return readPasswd()
+	}
+	p.once.Do(func() { p.accounts, p.err = readPasswd() })
+	return p.accounts, p.err
+}
+
+// Lookup returns the first named entry of uid.
+func (p *Passwd) Lookup(uid int) (Account, error) {
+	accounts, err := p.Accounts()
+	id := strconv.Itoa(uid)
+	for _, a := range accounts {
+		if a.uid == id && a.Name != "" {
+			return a, nil
+		}
+	}
+	if err != nil {
+		return Account{}, err
+	}
+	return Account{}, fmt.Errorf("uid %d: no entry in /etc/passwd", uid)
+}
+
+// HomeOf returns the home directory of uid in the password database,
+// whatever $HOME says.
+func (p *Passwd) HomeOf(uid int) (string, error) {
+	a, err := p.Lookup(uid)
 	if err != nil {
 		return "", err
 	}
+	if !filepath.IsAbs(a.Home) {
+		return "", fmt.Errorf("uid %d: home %q is not an absolute path", uid, a.Home)
+	}
+	return filepath.Clean(a.Home), nil
+}
+
+// readPasswd reads /etc/passwd, a regular file, without blocking and at
+// most maxPasswd bytes of it, and parses its entries
+// (name:password:UID:GID:gecos:home:shell; a line starting with # is none).
+func readPasswd() ([]Account, error) {
+	f, err := os.OpenFile("/etc/passwd", os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, err
+	}
 	defer f.Close()
 	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		return "", errors.New("/etc/passwd: not a regular file")
+		return nil, errors.New("/etc/passwd: not a regular file")
 	}
-	id := []byte(strconv.Itoa(uid))
-	lines := bufio.NewScanner(io.LimitReader(f, maxPasswd))
-	lines.Buffer(make([]byte, 0, 4096), 64<<10)
-	for lines.Scan() {
-		// name:password:UID:GID:gecos:home:shell
-		fields := bytes.Split(lines.Bytes(), []byte(":"))
-		if len(fields) < 7 || len(fields[0]) == 0 || !bytes.Equal(fields[2], id) {
+	data, err := io.ReadAll(io.LimitReader(f, maxPasswd))
+	if err != nil {
+		return nil, fmt.Errorf("/etc/passwd: %w", err)
+	}
+	var accounts []Account
+	for line := range strings.Lines(string(data)) {
+		fields := strings.Split(strings.TrimSuffix(line, "\n"), ":")
+		if len(fields) < 7 || strings.HasPrefix(line, "#") {
 			continue
 		}
-		home := string(fields[5])
-		if !filepath.IsAbs(home) {
-			return "", fmt.Errorf("uid %d: home %q is not an absolute path", uid, home)
+		uid, err := strconv.Atoi(fields[2])
+		if err != nil {
+			continue
 		}
-		return filepath.Clean(home), nil
+		accounts = append(accounts, Account{Name: fields[0], UID: uid, uid: fields[2], Home: fields[5], Shell: fields[6]})
 	}
-	if err := lines.Err(); err != nil {
-		return "", fmt.Errorf("/etc/passwd: %w", err)
-	}
-	return "", fmt.Errorf("uid %d: no entry in /etc/passwd", uid)
+	return accounts, nil
 }
 
 // ReadFile reads file in dir (an open directory) when it is a regular file
@@ -249,4 +315,36 @@ func ReadFile(dir *os.File, file string, max int64, owners ...int) ([]byte, erro
 		return nil, fmt.Errorf("larger than %d bytes", max)
 	}
 	return data, nil
+}
+
+// WriteFile puts data in the directory dirfd as file, whole or not at all:
+// it is written under a fresh name (tmpPrefix, then random hex) that no
+// other opener knows, given mode perm whatever the umask, and renamed over
+// file. A reader sees the old file or all of the new one; on failure
+// nothing is left.
+func WriteFile(dirfd int, file, tmpPrefix string, data []byte, perm uint32) error {
+	var nonce [8]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		return err
+	}
+	tmp := tmpPrefix + hex.EncodeToString(nonce[:])
+	fd, err := unix.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	w := os.NewFile(uintptr(fd), tmp)
+	_, err = w.Write(data)
+	if err == nil {
+		err = unix.Fchmod(fd, perm)
+	}
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = unix.Renameat(dirfd, tmp, dirfd, file)
+	}
+	if err != nil {
+		_ = unix.Unlinkat(dirfd, tmp, 0)
+	}
+	return err
 }

@@ -137,10 +137,48 @@ func TestMkdirAll(t *testing.T) {
 }
 
 func TestHomeOf(t *testing.T) {
-	if home, err := HomeOf(0); err != nil || home != "/root" {
-		t.Errorf("HomeOf(0) = %q, %v", home, err)
+	for _, users := range []*Passwd{nil, new(Passwd)} {
+		if home, err := users.HomeOf(0); err != nil || home != "/root" {
+			t.Errorf("HomeOf(0) = %q, %v", home, err)
+		}
+		if home, err := users.HomeOf(0x7ffffff0); err == nil {
+			t.Errorf("an unknown uid has home %q", home)
+		}
 	}
-	if home, err := HomeOf(0x7ffffff0); err == nil {
-		t.Errorf("an unknown uid has home %q", home)
+}
+
+// TestWriteFile: the file is replaced whole, with the mode asked whatever
+// the umask, and a write that cannot be put in place leaves nothing.
+func TestWriteFile(t *testing.T) {
+	dir := t.TempDir()
+	f, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	old := unix.Umask(0o077)
+	defer unix.Umask(old)
+	for _, data := range []string{"first", "second, longer"} {
+		if err := WriteFile(int(f.Fd()), "file", ".tmp-", []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join(dir, "file"))
+		st, _ := os.Stat(filepath.Join(dir, "file"))
+		if err != nil || string(got) != data || st.Mode().Perm() != 0o644 {
+			t.Errorf("%q, mode %v, %v; want %q, mode 0644", got, st.Mode(), err, data)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "taken"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "taken", "x"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFile(int(f.Fd()), "taken", ".tmp-", []byte("x"), 0o644); err == nil {
+		t.Error("a file was renamed over a directory")
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 2 {
+		t.Errorf("left in the directory: %v; want only file and taken", entries)
 	}
 }

@@ -33,12 +33,12 @@
 // They are built and embedded at build time (go generate
 // ./internal/programs; make build does it: the C programs by cbuild.sh, the
 // Go ones by gobuild.sh, which says why) and run from a copy in jail's
-// private directory (Dir: it follows from the uid, never the environment,
-// and no sandbox may be given it), written once per program version; or
-// else from a sealed memfd. Whatever the copy, what runs is a descriptor
-// opened once and compared byte for byte with the embedded program before
-// it is executed (through /proc/self/fd): a copy replaced or rewritten by
-// anyone never runs. A build without them (a plain go build)
+// private directory (see location: it follows from the uid, never the
+// environment, and no sandbox may be given it), written once per program
+// version; or else from a sealed memfd. Whatever the copy, what runs is a
+// descriptor opened once and compared byte for byte with the embedded
+// program before it is executed (through /proc/self/fd): a copy replaced or
+// rewritten by anyone never runs. A build without them (a plain go build)
 // starts the stages by re-executing the running binary instead, which then
 // must call stage.Main first thing (jail.Init does), and has neither tools
 // nor server: image import and pull, user profiles and serving then fail
@@ -47,8 +47,6 @@ package programs
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -56,6 +54,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -113,11 +112,47 @@ func Version(name string) string {
 }
 
 // Open returns program name to start: a descriptor of its copy in jail's
-// private directory (Dir; written once per program version), whose bytes
-// were compared with the embedded program's here, or else of a sealed
-// memfd. Without an embedded copy, the stage program is the running
-// executable and the others are ErrNotBuilt.
+// private directory (written once per program version), whose bytes were
+// compared with the embedded program's here, or else of a sealed memfd.
+// Without an embedded copy, the stage program is the running executable
+// and the others are ErrNotBuilt. It is a Source's Open, for one program.
 func Open(name string) (*Program, error) {
+	src := NewSource(nil)
+	defer src.Close()
+	return src.Open(name)
+}
+
+// Source is where one task (a sandbox's start, which needs its init and
+// its janitor) opens programs from: jail's private directory for the
+// caller's programs (see location), found, opened and checked the first
+// time a program is asked, and held until Close, so that the task walks
+// the directory's path once; or, where there is none to use, sealed
+// memfds. It may be asked from several goroutines.
+type Source struct {
+	users *privdir.Passwd
+	once  sync.Once
+	dir   *os.File // O_PATH; nil when none could be used (err says why)
+	err   error
+}
+
+// NewSource returns a Source of the caller's programs, which asks users
+// (nil: reads the password database) for the caller's home when the
+// caller has no private runtime directory.
+func NewSource(users *privdir.Passwd) *Source { return &Source{users: users} }
+
+// Close releases the directory; programs opened from it stay open, and
+// those opened after come from memfds. It must not run beside Open.
+func (s *Source) Close() {
+	s.once.Do(func() {})
+	if s.dir != nil {
+		s.dir.Close()
+		s.dir = nil
+	}
+	s.err = errors.New("closed")
+}
+
+// Open returns program name to start (see the function Open).
+func (s *Source) Open(name string) (*Program, error) {
 	version := Version(name)
 	if version == "" {
 		if name == Stage {
@@ -125,7 +160,19 @@ func Open(name string) (*Program, error) {
 		}
 		return nil, fmt.Errorf("this build of jail has no %s program (%w)", name, ErrNotBuilt)
 	}
-	f, err := copyOf(name, version)
+	s.once.Do(func() {
+		base, path := location(os.Geteuid(), s.users)
+		if path == "" {
+			s.err = errors.New("no home or runtime directory")
+			return
+		}
+		s.dir, s.err = openDir(base, path)
+	})
+	err := s.err
+	var f *os.File
+	if err == nil {
+		f, err = cachedCopy(s.dir, name, version)
+	}
 	if err != nil {
 		if memfdExecForbidden() {
 			if name == Stage {
@@ -144,16 +191,12 @@ func Open(name string) (*Program, error) {
 	return &Program{Path: fmt.Sprintf("/proc/self/fd/%d", f.Fd()), file: f}, nil
 }
 
-// OpenCopy is Open for a program that another process is to execute (a
-// pool's forker): that process is handed File, and executes it as its own
-// /proc/self/fd/N. (Another process's /proc/PID/fd/N cannot serve: a child
-// in a new user namespace may not follow it.)
-func OpenCopy(name string) (*Program, error) {
-	return Open(name)
-}
-
 // File is the descriptor the program runs from, or nil when it is the
-// running executable (Path /proc/self/exe). It stays the Program's.
+// running executable (Path /proc/self/exe). It stays the Program's. Another
+// process that is to execute the program (a pool's forker) is handed File
+// and executes it as its own /proc/self/fd/N: another process's
+// /proc/PID/fd/N cannot serve, since a child in a new user namespace may
+// not follow it.
 func (p *Program) File() *os.File { return p.file }
 
 // PathFor returns what to execute in a child handed extra descriptors
@@ -202,27 +245,17 @@ func (p *Program) Close() error {
 	return p.file.Close()
 }
 
-// Dir is where the programs are copied, and so a directory no sandbox may
-// be given, nor one holding it. It follows from the caller's uid, never
-// from the environment (which a cron job, an ssh session without PAM or a
-// CI step sets otherwise): /run/jail for root; /run/user/UID/jail for
-// others when /run/user/UID is private to them (package privdir), or else
-// ~/.cache/jail in their home from the password database; "" when there is
-// nowhere to put them.
-func Dir() string {
-	_, dir := location(os.Geteuid())
-	return dir
-}
-
-// Dirs lists every directory Dir may name for the caller, whatever the
-// state of the machine: what the mount policy keeps from sandboxes.
-func Dirs() []string {
+// Dirs lists every directory location may name for the caller, whatever
+// the state of the machine: what the mount policy keeps from sandboxes.
+// users is asked for the caller's home (nil: the password database is
+// read).
+func Dirs(users *privdir.Passwd) []string {
 	uid := os.Geteuid()
 	if uid == 0 {
 		return []string{"/run/jail"}
 	}
 	dirs := []string{filepath.Join(runtimeBase(uid), "jail")}
-	if home, err := privdir.HomeOf(uid); err == nil {
+	if home, err := users.HomeOf(uid); err == nil {
 		dirs = append(dirs, filepath.Join(home, ".cache", "jail"))
 	}
 	return dirs
@@ -230,16 +263,22 @@ func Dirs() []string {
 
 func runtimeBase(uid int) string { return "/run/user/" + strconv.Itoa(uid) }
 
-// location returns the directory of the programs for uid and the existing
-// directory above it that it is made under.
-func location(uid int) (base, dir string) {
+// location returns where the programs are copied for uid, and so a
+// directory no sandbox may be given, nor one holding it, with the existing
+// directory above it that it is made under. It follows from the uid, never
+// from the environment (which a cron job, an ssh session without PAM or a
+// CI step sets otherwise): /run/jail for root; /run/user/UID/jail for
+// others when /run/user/UID is private to them (package privdir), or else
+// ~/.cache/jail in their home in the password database (asked of users);
+// "" when there is nowhere to put them.
+func location(uid int, users *privdir.Passwd) (base, dir string) {
 	if uid == 0 {
 		return "/run", "/run/jail"
 	}
 	if run := runtimeBase(uid); isPrivate(run, uid) {
 		return run, filepath.Join(run, "jail")
 	}
-	if home, err := privdir.HomeOf(uid); err == nil {
+	if home, err := users.HomeOf(uid); err == nil {
 		return home, filepath.Join(home, ".cache", "jail")
 	}
 	return "", ""
@@ -250,32 +289,23 @@ func isPrivate(dir string, uid int) bool {
 	return err == nil
 }
 
-// copyOf returns a descriptor of the copy of program name in jail's
-// private directory (see Dir), at memfdFD or above, once the copy's bytes
-// are the embedded program's.
-func copyOf(name, version string) (*os.File, error) {
-	base, path := location(os.Geteuid())
-	if path == "" {
-		return nil, errors.New("no home or runtime directory")
-	}
-	return copyIn(base, path, name, version)
-}
-
-// copyIn is copyOf in directory path, made if needed below base.
-func copyIn(base, path, name, version string) (*os.File, error) {
+// openDir opens the programs' directory path, made if needed below base
+// (privdir.MkdirAll), where programs can be executed.
+func openDir(base, path string) (*os.File, error) {
 	dir, err := privdir.MkdirAll(base, path, os.Geteuid(), 0o711, unix.O_PATH)
 	if err != nil {
 		return nil, err
 	}
-	defer dir.Close()
 	var fs unix.Statfs_t
 	if err := unix.Fstatfs(int(dir.Fd()), &fs); err != nil {
+		dir.Close()
 		return nil, err
 	}
 	if fs.Flags&unix.ST_NOEXEC != 0 {
+		dir.Close()
 		return nil, fmt.Errorf("%s: mounted noexec", path)
 	}
-	return cachedCopy(dir, name, version)
+	return dir, nil
 }
 
 // cachedCopy returns a descriptor of program name's copy in dir, writing
@@ -400,28 +430,10 @@ func writeCopy(dir *os.File, name, file string) error {
 	if err != nil {
 		return err
 	}
-	var nonce [8]byte
-	if _, err := rand.Read(nonce[:]); err != nil {
-		return err
-	}
-	tmp := "." + name + "-tmp-" + hex.EncodeToString(nonce[:])
-	fd, err := unix.Openat(int(dir.Fd()), tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o500)
-	if err != nil {
-		return err
-	}
-	defer unix.Unlinkat(int(dir.Fd()), tmp, 0)
-	w := os.NewFile(uintptr(fd), tmp)
-	_, werr := w.Write(data)
-	if werr == nil {
-		werr = unix.Fchmod(fd, 0o555)
-	}
-	cerr := w.Close()
-	if werr != nil || cerr != nil {
-		return errors.Join(werr, cerr)
-	}
-	// Renamed into place whole: a concurrent jail sees no copy, the old
-	// one or all of the new one.
-	if err := unix.Renameat(int(dir.Fd()), tmp, int(dir.Fd()), file); err != nil {
+	// Put in place whole: a concurrent jail sees no copy, the old one or
+	// all of the new one. Others may read and execute it: the sandboxes'
+	// ids execute the init.
+	if err := privdir.WriteFile(int(dir.Fd()), file, "."+name+"-tmp-", data, 0o555); err != nil {
 		return err
 	}
 	listing, err := unix.Openat(int(dir.Fd()), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)

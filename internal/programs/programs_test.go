@@ -67,7 +67,7 @@ func TestCachedCopy(t *testing.T) {
 }
 
 // privateTestDir makes a directory for copies, private to this user, and
-// opens it as copyOf does.
+// opens it as a Source does.
 func privateTestDir(t *testing.T) (string, *os.File) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "jail")
@@ -205,7 +205,7 @@ func TestCopyDirIsPrivate(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	t.Setenv("HOME", t.TempDir())
 	uid := os.Geteuid()
-	base, dir := location(uid)
+	base, dir := location(uid, nil)
 	switch {
 	case uid == 0 && (base != "/run" || dir != "/run/jail"):
 		t.Errorf("root's programs: %s under %s", dir, base)
@@ -213,15 +213,25 @@ func TestCopyDirIsPrivate(t *testing.T) {
 		t.Errorf("the programs' directory %s follows the environment", dir)
 	}
 	found := false
-	for _, d := range Dirs() {
+	for _, d := range Dirs(nil) {
 		found = found || d == dir
 	}
 	if !found {
-		t.Errorf("Dirs %v does not list Dir %s", Dirs(), dir)
+		t.Errorf("Dirs %v does not list the directory in use, %s", Dirs(nil), dir)
 	}
 	home := filepath.Join(t.TempDir(), "home")
 	if err := os.Mkdir(home, 0o755); err != nil {
 		t.Fatal(err)
+	}
+	// A copy in the directory at path, made below base, as Source.Open
+	// makes it.
+	copyIn := func(base, path, name, version string) (*os.File, error) {
+		dir, err := openDir(base, path)
+		if err != nil {
+			return nil, err
+		}
+		defer dir.Close()
+		return cachedCopy(dir, name, version)
 	}
 	if f, err := copyIn(home, filepath.Join(home, ".cache/jail"), Stage, Version(Stage)); err != nil {
 		t.Errorf("a private home: %v", err)

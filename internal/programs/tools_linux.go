@@ -37,7 +37,12 @@ func RunTools(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, er
 		Stdin: stdin, Stdout: stdout, Stderr: stderr,
 		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
 	}
-	err = cmd.Run()
+	return exitStatus(cmd.Run())
+}
+
+// exitStatus is the exit status of the tools program that ended with err
+// (exec.Cmd's Run or Wait), or why it could not be run.
+func exitStatus(err error) (int, error) {
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
 		return exit.ExitCode(), nil
@@ -96,15 +101,7 @@ func RunToolsMapped(id namespaces.Identity, args []string, stdin io.Reader, stdo
 		return 0, fmt.Errorf("tools program: %w", err)
 	}
 	release.Close()
-	err = cmd.Wait()
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		return exit.ExitCode(), nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("tools program: %w", err)
-	}
-	return 0, nil
+	return exitStatus(cmd.Wait())
 }
 
 // storeCaps are what the tools program needs in its user namespace to

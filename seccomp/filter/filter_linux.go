@@ -1,7 +1,10 @@
 // Package filter is a compiled seccomp policy as a sandbox's init receives
 // and loads it: raw BPF programs and the seccomp(2) call that installs them.
-// It has no cgo and no dependency on libseccomp (which only the compiler,
-// package seccomp, needs), so the init stays small.
+// It also writes, by hand, jail's own small programs for one sandbox beyond
+// its profile (Guard), which check a few syscalls' arguments; those refuse
+// every architecture but the native one. It has no cgo and no dependency on
+// libseccomp (which only the compiler, package seccomp, needs), so the init
+// stays small.
 package filter
 
 import (
@@ -12,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Filter is a compiled policy: one or two BPF programs (raw struct
+// Filter is a compiled policy: one to three BPF programs (raw struct
 // sock_filter instructions), loaded in order. The kernel runs every loaded
 // program and the strictest answer wins, which is how an argument-specific
 // denial (ioctl TIOCSTI) overrides an allowed syscall: libseccomp cannot

@@ -1275,11 +1275,10 @@ static int create_file(int dir, const char *name)
 	return openat(dir, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 }
 
-/* kernel_filesystems mounts /proc, /dev and /sys. */
-/* ipc_limits bounds the System V shared memory of the sandbox's own ipc
- * namespace when the plan says (no cgroup charges it): shmmax in bytes,
- * shmall in pages, through the fresh /proc (its sysctls are the writer's
- * namespace's). */
+/* ipc_limits bounds the System V shared memory and message queues of the
+ * sandbox's own ipc namespace when the plan says (no cgroup charges them):
+ * shmmax in bytes, shmall in pages, msgmni in queues, through the fresh
+ * /proc (its sysctls are the writer's namespace's). */
 static int ipc_limits(struct builder *b)
 {
 	int64_t bytes = b->cfg->sysv_shm;
@@ -1313,6 +1312,8 @@ static int ipc_limits(struct builder *b)
 	return 0;
 }
 
+/* kernel_filesystems mounts /proc, /dev and /sys, then sets the ipc
+ * limits through the new /proc. */
 static int kernel_filesystems(struct builder *b, const int *devices)
 {
 	int proc = top_dir(b, "/proc", "create /proc");

@@ -25,16 +25,11 @@ func imageCommand(store images.Store, args []string) int {
 	}
 	switch args[0] {
 	case "rm":
-		// jail checked the arguments; as it does, the name goes first,
-		// then the layers no image uses.
 		if len(args) != 2 {
 			return fail("image rm: takes one image reference")
 		}
-		if err := store.Remove(args[1]); err != nil {
-			return fail("image %s: %v", args[1], err)
-		}
-		if _, err := store.Prune(); err != nil {
-			return fail("image rm: %v", err)
+		if err := store.RemoveImage(args[1]); err != nil {
+			return fail("%v", err)
 		}
 		return 0
 	case "prune":

@@ -18,12 +18,12 @@ func profileCommand(args []string) int {
 	case len(args) == 1 && args[0] == "resolve":
 		return resolveCommand(os.Stdin, os.Stdout)
 	case len(args) == 1 && args[0] == "ls":
-		for _, i := range files.List(profiles.DefaultStore().Files()) {
+		for _, i := range files.List(profiles.DefaultStore(nil).Files()) {
 			fmt.Printf("%-12s %-10s %s\n", i.Name, i.Source, i.Description)
 		}
 		return 0
 	case len(args) == 2 && args[0] == "show":
-		p, err := files.Resolve(profiles.DefaultStore().Files(), args[1])
+		p, err := files.Resolve(profiles.DefaultStore(nil).Files(), args[1])
 		if err != nil {
 			return fail("%v", err)
 		}
