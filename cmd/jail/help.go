@@ -26,7 +26,7 @@ var runOptions = []optionGroup{
 	{"Root filesystem and files", []option{
 		{"image", "REF", "root filesystem from an image in the local store"},
 		{"rootfs", "DIR", "DIR as the read-only lower layer of / (default: the host's tree, read-only)"},
-		{"read-only", "", "no writable root layer (only /tmp, /run and /workspace are)"},
+		{"read-only", "", "no writable root layer (/tmp, /var/tmp, /run, /dev/shm and /workspace stay writable)"},
 		{"workspace", "DIR", "DIR read-write at /workspace, the working directory"},
 		{"mount", "SRC:DST[:ro|:rw]", "an extra bind mount, read-only unless :rw (repeatable)"},
 	}},
@@ -39,7 +39,7 @@ var runOptions = []optionGroup{
 	{"Policy", []option{
 		{"profile", "NAME", "named policy: seccomp, limits, masks (default default)"},
 		{"net", "none", "network: none, a loopback interface only (default none)"},
-		{"secret", "NAME", "inject a secret by name (repeatable)"},
+		{"secret", "NAME", "not supported yet: refused (exit 125)"},
 	}},
 	{"Identity and environment", []option{
 		{"user", "UID[:GID]", "identity inside the sandbox (default 0, never host root)"},
