@@ -471,9 +471,16 @@ func sameBytes(fd int, want io.ReaderAt, size int64) error {
 // another version may remove it.
 const staleCopy = time.Hour
 
+// retired are programs that earlier versions of jail copied (the helper
+// replaced the init and janitor programs, and the running binary the stage
+// program): their copies, written under a home's ~/.cache/jail too, go
+// once unused for staleCopy, as other versions' copies do.
+var retired = []string{"init", "janitor", "stage"}
+
 // writeCopy writes the embedded program name as file in dir (in place of
-// whatever is there), then removes the copies of its other versions that
-// have gone unused for staleCopy (and what an interrupted write left).
+// whatever is there), then removes the copies of its other versions, and
+// of retired programs, that have gone unused for staleCopy (and what an
+// interrupted write left).
 func writeCopy(dir *os.File, name, file string) error {
 	data, err := readProgram(name)
 	if err != nil {
@@ -494,7 +501,7 @@ func writeCopy(dir *os.File, name, file string) error {
 	list.Close()
 	for _, e := range entries {
 		old := e.Name()
-		if old == file || !strings.HasPrefix(old, "."+name+"-") {
+		if old == file || !isCopyOf(old, append([]string{name}, retired...)) {
 			continue
 		}
 		var st unix.Stat_t
@@ -503,6 +510,16 @@ func writeCopy(dir *os.File, name, file string) error {
 		}
 	}
 	return nil
+}
+
+// isCopyOf tells whether file is named as a copy of one of programs.
+func isCopyOf(file string, programs []string) bool {
+	for _, p := range programs {
+		if strings.HasPrefix(file, "."+p+"-") {
+			return true
+		}
+	}
+	return false
 }
 
 func memfdExecForbidden() bool {

@@ -18,20 +18,26 @@ import (
 
 // TestCachedCopy: the copy is written once, read-only, and what runs is
 // the descriptor whose bytes were compared with the embedded program's;
-// copies of other versions go once unused for long, and stay while in use.
+// copies of other versions, and of the programs earlier versions had
+// (init, janitor, stage), go once unused for long, and stay while in use;
+// other files stay.
 func TestCachedCopy(t *testing.T) {
 	version := Version(Helper)
 	dir, dirFile := privateTestDir(t)
-	stale := filepath.Join(dir, ".helper-0000000000000000")
-	inUse := filepath.Join(dir, ".helper-1111111111111111")
-	for _, f := range []string{stale, inUse} {
+	stale := []string{filepath.Join(dir, ".helper-0000000000000000"), filepath.Join(dir, ".stage-0000000000000000"),
+		filepath.Join(dir, ".init-0000000000000000"), filepath.Join(dir, ".janitor-0000000000000000")}
+	kept := []string{filepath.Join(dir, ".helper-1111111111111111"), filepath.Join(dir, ".stage-1111111111111111"),
+		filepath.Join(dir, ".tools-0000000000000000"), filepath.Join(dir, "stage-0000000000000000")}
+	for _, f := range append(append([]string{}, stale...), kept...) {
 		if err := os.WriteFile(f, []byte("old"), 0o555); err != nil {
 			t.Fatal(err)
 		}
 	}
 	long := time.Now().Add(-2 * staleCopy)
-	if err := os.Chtimes(stale, long, long); err != nil {
-		t.Fatal(err)
+	for _, f := range append(append([]string{}, stale...), kept[2:]...) {
+		if err := os.Chtimes(f, long, long); err != nil {
+			t.Fatal(err)
+		}
 	}
 	f, err := cachedCopy(dirFile, Helper, version)
 	if err != nil {
@@ -43,11 +49,15 @@ func TestCachedCopy(t *testing.T) {
 	if err != nil || st.Mode().Perm() != 0o555 {
 		t.Fatalf("copy: %v %v", st, err)
 	}
-	if _, err := os.Stat(stale); !os.IsNotExist(err) {
-		t.Errorf("the long-unused copy of another version stayed: %v", err)
+	for _, f := range stale {
+		if _, err := os.Stat(f); !os.IsNotExist(err) {
+			t.Errorf("the long-unused copy %s stayed: %v", filepath.Base(f), err)
+		}
 	}
-	if _, err := os.Stat(inUse); err != nil {
-		t.Errorf("the copy another version is using went: %v", err)
+	for _, f := range kept {
+		if _, err := os.Stat(f); err != nil {
+			t.Errorf("%s went: %v", filepath.Base(f), err)
+		}
 	}
 	// Used again, the copy is marked as in use, not written again.
 	if err := os.Chtimes(path, long, long); err != nil {
