@@ -546,9 +546,9 @@ wait:
 }
 
 // startJanitor names the sandbox's cgroup and starts, in the background,
-// the janitor that removes it (the helper program), unless a pool's janitor (s.watch) watches the sandbox. It
-// starts as early as boot does, to overlap the init's start; createCgroup
-// waits for it.
+// the janitor that removes it (the helper program), unless a pool's
+// janitor (s.watch) watches the sandbox. It starts as early as boot does,
+// to overlap the init's start; createCgroup waits for it.
 func (s *supervisor) startJanitor() {
 	if s.plan.cgroup.Version == cgroups.None || s.watch != nil {
 		return
