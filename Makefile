@@ -2,28 +2,41 @@
 # the missing ones first when run as root.
 
 GO ?= go
-# jail is one static pure-Go binary. It embeds five helper programs built
-# first by go generate (internal/programs): the init program (a sandbox's
-# init, static C with musl), the stage program (a pool's forker and its cgroup
-# janitor, and the Go init), the janitor program (one sandbox's cgroup
-# janitor, static C with musl), the server program (jail serve) and
-# the tools program (image import and pull, and seccomp compiling, which
-# links libseccomp statically through cgo).
+# jail is one static pure-Go binary. It embeds three helper programs
+# (internal/programs): the helper (a sandbox's init and its cgroup janitor,
+# static C with musl), committed for amd64 and arm64 so that the library
+# needs no build step, and rebuilt here (make helper; a test checks the
+# committed ones are what their sources build to); and the server program
+# (jail serve) and the tools program (image import and pull, user profiles
+# and seccomp compiling, which links libseccomp statically through cgo),
+# built by go generate and not committed. `go build ./cmd/jail` without
+# them stops with an error naming what to run.
 JAIL_BUILD := CGO_ENABLED=0 GO=$(GO) sh internal/programs/gobuild.sh
 TEST_PACKAGES := busybox-static bubblewrap util-linux libseccomp-dev gcc libc6-dev musl-tools linux-libc-dev git python3 debootstrap curl uidmap
 
-.PHONY: build build-deps programs test test-deps test-host test-cgroup2 bench vet clean
+.PHONY: build build-deps helper programs test test-deps test-host test-cgroup2 bench vet clean
 
-build: programs
+build: helper programs
 	$(JAIL_BUILD) -o bin/jail ./cmd/jail
 
 programs: build-deps
 	$(GO) generate ./internal/programs
 
+# The helper for amd64 always, and for arm64 where its cross compiler and
+# musl are installed (gcc-aarch64-linux-gnu, and musl-dev:arm64 and
+# linux-libc-dev:arm64 after dpkg --add-architecture arm64).
+HELPER := internal/programs/helper
+helper: build-deps
+	sh $(HELPER)/build.sh amd64 $(HELPER)/jail-helper-amd64
+	@if command -v aarch64-linux-gnu-gcc >/dev/null && [ -r /usr/lib/aarch64-linux-musl/musl-gcc.specs ]; then \
+		echo sh $(HELPER)/build.sh arm64 $(HELPER)/jail-helper-arm64; sh $(HELPER)/build.sh arm64 $(HELPER)/jail-helper-arm64; \
+	else echo "helper: no arm64 cross compiler with musl: $(HELPER)/jail-helper-arm64 not rebuilt"; fi
+	cd $(HELPER) && for a in amd64 arm64; do sha256sum jail-helper-$$a | cut -c1-64 >jail-helper-$$a.sha256; done
+
 # The tools program needs libseccomp (and gcc for cgo), from Debian's
-# packages, and links glibc statically (libc6-dev); the init and janitor
-# programs link musl statically (musl-tools, with the kernel's headers from
-# linux-libc-dev), which starts faster (internal/programs/cbuild.sh).
+# packages, and links glibc statically (libc6-dev); the helper links musl
+# statically (musl-tools, with the kernel's headers from linux-libc-dev),
+# which starts faster (internal/programs/helper/build.sh).
 build-deps:
 	@dpkg -s libseccomp-dev gcc libc6-dev musl-tools linux-libc-dev >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libseccomp-dev gcc libc6-dev musl-tools linux-libc-dev; \
@@ -72,7 +85,6 @@ test-cgroup2:
 	set -e; mkdir -p bin/vm; \
 	$(GO) generate ./internal/programs; \
 	$(JAIL_BUILD) -o bin/vm/jail ./cmd/jail; \
-	$(JAIL_BUILD) -tags jail_noprograms -o bin/vm/jail-plain ./cmd/jail; \
 	CGO_ENABLED=0 $(GO) build -o bin/vm/jailprobe ./test/jailprobe; \
 	$(GO) test -c -o bin/vm/integration.test ./test; \
 	$(GO) test -c -o bin/vm/library.test .; \

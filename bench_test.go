@@ -11,8 +11,7 @@ import (
 // milliseconds: prepare (validation, profile, filter), cgroup (create),
 // start (clone into the namespaces and exec of the init program), runtime
 // (from the exec until the init's own code runs: for the C init, the
-// kernel's exec and the C library's start; for the Go init, its runtime
-// and package initialisation), root (the init builds the root filesystem), setup (the rest of the
+// kernel's exec and the C library's start), root (the init builds the root filesystem), setup (the rest of the
 // init's work: loopback, privileges, filter, fork of the command), command
 // (until the init reports its exit) and teardown (until Run returns). A
 // step's share runs from the end of the step that ended before it: on v1

@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/jail-sandbox/jail/cgroups"
-	"github.com/jail-sandbox/jail/internal/initstage"
+	"github.com/jail-sandbox/jail/internal/probe"
 	"github.com/jail-sandbox/jail/internal/programs"
 	"github.com/jail-sandbox/jail/namespaces"
 	"github.com/jail-sandbox/jail/seccomp"
@@ -85,7 +85,7 @@ func probeFeature(id namespaces.Identity, flags uintptr, what string) Feature {
 	attr := id.SysProcAttr()
 	attr.Cloneflags = flags
 	var stderr bytes.Buffer
-	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{initstage.ProbeArg, what}, Env: []string{}, SysProcAttr: attr, Stderr: &stderr}
+	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{probe.Arg, what}, Env: []string{}, SysProcAttr: attr, Stderr: &stderr}
 	if err := cmd.Run(); err != nil {
 		why := strings.TrimSpace(stderr.String())
 		if why == "" {

@@ -3,10 +3,12 @@
 // secrets masked, no capabilities and no_new_privs. It needs no daemon and
 // works for root and for ordinary users alike.
 //
-// A program that embeds jail must call Init first thing in main. Builds made
-// with `go generate ./internal/programs` first (make build does it) start a
-// sandbox's init from a small program built into jail; others re-execute the
-// calling binary as the init, which Init then runs.
+// A program that embeds jail must call Init first thing in main: a Pool
+// re-executes the calling binary as its forker and its cgroup janitor, which
+// Init then runs. A sandbox's init is a small static C program that the
+// module carries for amd64 and arm64 (internal/programs), so nothing but
+// `go get` is needed; image import and pull and user profiles (YAML) need
+// the tools program of a `make build` and fail with a message without it.
 //
 //	func main() {
 //		jail.Init()

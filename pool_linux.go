@@ -11,7 +11,6 @@ import (
 	"github.com/jail-sandbox/jail/cgroups/janitor"
 	"github.com/jail-sandbox/jail/internal/config"
 	"github.com/jail-sandbox/jail/internal/forker"
-	"github.com/jail-sandbox/jail/internal/programs"
 	"github.com/jail-sandbox/jail/namespaces"
 )
 
@@ -36,10 +35,10 @@ type Pool struct {
 	// watch is the one cgroup janitor of all the pool's sandboxes (nil
 	// without cgroups, or when it could not start: each then has its own),
 	// and forker the process that starts their inits (nil when it could
-	// not start: the pool's own process does), both started from program.
-	watch   *janitor.Watch
-	forker  *forker.Forker
-	program *programs.Program
+	// not start: the pool's own process does), both the running binary
+	// re-executed (jail.Init runs them).
+	watch  *janitor.Watch
+	forker *forker.Forker
 	// active counts the pool's sandboxes not yet gone from the host.
 	active   sync.WaitGroup
 	ready    chan *supervisor
@@ -192,13 +191,10 @@ func NewPool(template Spec, size int) (*Pool, error) {
 		return nil, err
 	}
 	pool := &Pool{template: spec, key: keyOf(p), maxAge: maxReadyAge, ready: make(chan *supervisor), stop: make(chan struct{})}
-	if program, err := programs.Open(programs.Stage); err == nil {
-		pool.program = program
-		if p.cgroup.Version != cgroups.None {
-			pool.watch, _ = janitor.StartWatch(program.Path)
-		}
-		pool.forker, _ = forker.Start(program.Path)
+	if p.cgroup.Version != cgroups.None {
+		pool.watch, _ = janitor.StartWatch("/proc/self/exe")
 	}
+	pool.forker, _ = forker.Start("/proc/self/exe")
 	p.close()
 	pool.start(size)
 	return pool, nil
@@ -415,9 +411,6 @@ func (pool *Pool) Close() error {
 	}
 	if pool.watch != nil {
 		errs = append(errs, pool.watch.Close())
-	}
-	if pool.program != nil {
-		pool.program.Close()
 	}
 	return errors.Join(errs...)
 }

@@ -19,7 +19,6 @@ import (
 	"github.com/jail-sandbox/jail/internal/config"
 	"github.com/jail-sandbox/jail/internal/control"
 	"github.com/jail-sandbox/jail/internal/forker"
-	"github.com/jail-sandbox/jail/internal/initstage"
 	"github.com/jail-sandbox/jail/internal/programs"
 	"github.com/jail-sandbox/jail/internal/spawn"
 )
@@ -101,7 +100,6 @@ type supervisor struct {
 	// for both.
 	source  *programs.Source
 	program *programs.Program  // what the init runs (openInit)
-	goInit  bool               // program is the stage program's Go init
 	janitor chan janitorHandle // yields the janitor, once started
 	// cgroupName names the sandbox's cgroup before it is made, for its
 	// janitor.
@@ -548,10 +546,9 @@ wait:
 }
 
 // startJanitor names the sandbox's cgroup and starts, in the background,
-// the janitor that removes it (the janitor program, or else the stage
-// program's), unless a pool's janitor (s.watch) watches the sandbox. It
-// starts as early as boot does, to overlap the init's start; createCgroup
-// waits for it.
+// the janitor that removes it (the helper program), unless a pool's
+// janitor (s.watch) watches the sandbox. It starts as early as boot does,
+// to overlap the init's start; createCgroup waits for it.
 func (s *supervisor) startJanitor() {
 	if s.plan.cgroup.Version == cgroups.None || s.watch != nil {
 		return
@@ -569,10 +566,7 @@ func (s *supervisor) startJanitor() {
 // process group or session, leaves paths to nobody. A zero handle: none
 // could be started.
 func ownJanitor(src *programs.Source, paths []string) janitorHandle {
-	p, err := src.Open(programs.Janitor)
-	if err != nil {
-		p, err = src.Open(programs.Stage)
-	}
+	p, err := src.Open(programs.Helper)
 	if err != nil {
 		return janitorHandle{}
 	}
@@ -728,10 +722,6 @@ func (s *supervisor) startInit(initEnd *os.File) error {
 	if err := s.openInit(); err != nil {
 		return &SetupError{Step: "start", Err: err}
 	}
-	env := []string(nil)
-	if s.goInit {
-		env = initstage.Environ()
-	}
 	path, err := s.program.PathFor(len(extra))
 	if err != nil {
 		return &SetupError{Step: "start", Err: err}
@@ -749,8 +739,7 @@ func (s *supervisor) startInit(initEnd *os.File) error {
 	}
 	cmd := &initStart{
 		path:  path,
-		args:  []string{initstage.Arg},
-		env:   env,
+		args:  []string{programs.InitArg},
 		extra: extra,
 		attr:  attr,
 	}
@@ -781,24 +770,19 @@ func (s *supervisor) startInit(initEnd *os.File) error {
 	return nil
 }
 
-// openInit opens what the init runs: the C init where this build has it,
-// or else the stage program's Go init.
+// openInit opens what the init runs: the helper program.
 func (s *supervisor) openInit() error {
-	p, err := s.source.Open(programs.Init)
-	if err != nil {
-		p, err = s.source.Open(programs.Stage)
-		s.goInit = true
-	}
+	p, err := s.source.Open(programs.Helper)
 	s.program = p
 	return err
 }
 
-// initStart describes the start of an init: its program, arguments and
-// environment, its stdio (nil: /dev/null), the files it gets from
+// initStart describes the start of an init (with an empty environment):
+// its program, arguments, its stdio (nil: /dev/null), the files it gets from
 // descriptor 3 on, and its clone attributes.
 type initStart struct {
 	path                  string
-	args, env             []string
+	args                  []string
 	stdin, stdout, stderr *os.File
 	extra                 []*os.File
 	attr                  *syscall.SysProcAttr
@@ -814,7 +798,7 @@ func (s *supervisor) startInitCmd(cmd *initStart) error {
 	cmd.attr.PidFD = &pidfd
 	start := func() error {
 		files := append([]*os.File{cmd.stdin, cmd.stdout, cmd.stderr}, cmd.extra...)
-		pid, err := spawn.StartAs(s.plan.id.Creator(), cmd.path, cmd.args, cmd.env, files, cmd.attr)
+		pid, err := spawn.StartAs(s.plan.id.Creator(), cmd.path, cmd.args, nil, files, cmd.attr)
 		if err != nil {
 			return &SetupError{Step: "start", Err: err}
 		}
@@ -852,20 +836,15 @@ func (s *supervisor) startForked(cmd *initStart) error {
 	fail := func(step string, err error) error {
 		return &SetupError{Step: step, Err: err}
 	}
-	// The forker executes the C init from the descriptor sent with the
-	// spawn (checked by programs.Open), or else re-executes itself, the
-	// stage program, as the init.
-	path := cmd.path
-	if s.goInit {
-		path = "/proc/self/exe"
-	}
-	sp, err := forker.SpawnOf(path, cmd.args, cmd.env, cmd.attr)
+	// The forker executes the init from the descriptor sent with the
+	// spawn (checked by programs.Open).
+	sp, err := forker.SpawnOf(cmd.path, cmd.args, nil, cmd.attr)
 	if err != nil {
 		return fail("start", err)
 	}
 	sp.Owner = s.plan.id.Creator()
 	program := s.program.File()
-	sp.Program = !s.goInit && program != nil
+	sp.Program = program != nil
 	var files []*os.File
 	for _, std := range []struct {
 		f   *os.File
@@ -911,8 +890,7 @@ func (s *supervisor) signal(sig os.Signal) error {
 // commandHandle signals a sandbox's command through the pidfd its init
 // hands over once the command runs (KindStarted). The supervisor signals the
 // command itself, rather than asking the init to: the init handles no
-// signal (the Go init, which would pay for the Go runtime's signal threads,
-// three of its seven, on every start, no more than the C init). The pidfd reaches into the sandbox's pid namespace and never
+// signal. The pidfd reaches into the sandbox's pid namespace and never
 // names another process. Signals asked for before it arrives wait for it.
 type commandHandle struct {
 	mu      sync.Mutex

@@ -1,3 +1,11 @@
+// Package rootfs holds the supervisor's side of a sandbox's root
+// filesystem: the checks of what a caller may mount where (CheckMountSource,
+// CheckDestination, CheckWorkdir) and the host paths every sandbox masks
+// beyond the fixed lists (HomeMasks, CredentialNames). The root itself is
+// built by the sandbox's init, in C (internal/programs/init/init.c, whose
+// build_root states the order of the steps and holds the fixed lists of
+// what is masked, made read-only and replaced); nothing here runs in the
+// sandbox.
 package rootfs
 
 import (
@@ -9,43 +17,6 @@ import (
 
 	"github.com/jail-sandbox/jail/internal/privdir"
 )
-
-// Host paths hidden from a sandbox that sees the host tree. Files are covered
-// by an empty unreadable file, directories by an empty read-only directory.
-// A path that does not exist on this host is skipped.
-var hostMasked = []string{
-	"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
-	"/etc/sudoers", "/etc/security/opasswd",
-	"/var/run/docker.sock", "/var/run/containerd/containerd.sock",
-	"/etc/sudoers.d", "/etc/ssl/private", "/var/lib/sudo",
-	"/var/lib/docker", "/var/lib/containerd", "/var/lib/containers",
-	"/var/spool/cron/crontabs", "/var/lib/jail",
-	// Host services' unix sockets outside /run and /tmp: a read-only mount
-	// does not stop connect() (README, Known limits).
-	"/var/lib/mysql", "/var/lib/sss/pipes", "/var/spool/postfix/private",
-	"/var/spool/postfix/public", "/var/lib/libvirt", "/var/lib/lxd",
-	"/var/snap/lxd/common/lxd", "/var/lib/incus", "/var/lib/rancher",
-}
-
-// hostMaskedGlobs are expanded on the host when the sandbox is built.
-var hostMaskedGlobs = []string{"/etc/ssh/ssh_host_*_key"}
-
-// Kernel interfaces no sandbox needs: covered (masked) or made read-only,
-// after the lists runc has refined over the years.
-var kernelMasked = []string{
-	"/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sched_debug",
-	"/proc/latency_stats", "/proc/timer_stats", "/proc/sysrq-trigger",
-	"/proc/acpi", "/proc/scsi", "/sys/firmware",
-}
-
-var procReadOnly = []string{"/proc/sys", "/proc/irq", "/proc/bus", "/proc/fs"}
-
-// Top-level entries of the host tree that a sandbox never sees as they are:
-// kernel filesystems and scratch space are mounted fresh, homes are masked.
-var hostTopLevelReplaced = map[string]bool{
-	"proc": true, "sys": true, "dev": true, "tmp": true, "run": true,
-	"home": true, "root": true,
-}
 
 // sensitiveExact are host paths that may never be bind-mounted into a
 // sandbox, nor any directory that contains them.

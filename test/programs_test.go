@@ -99,9 +99,8 @@ func TestPlantedProgramsNeverRun(t *testing.T) {
 	marker := filepath.Join(scratch, "marker")
 	socket := filepath.Join(scratch, "jail.sock")
 
-	// Every program copied: the init (and the janitor, where a rootless
-	// sandbox has a cgroup), the tools, the server and the stage program
-	// (the server's forker).
+	// Every program copied: the helper (the init, and the janitor where a
+	// rootless sandbox has a cgroup), the tools and the server.
 	run := func(env []string, args ...string) result {
 		t.Helper()
 		return runCmd(t, commandAs(a, env, append([]string{jailBin}, args...)...))
@@ -154,7 +153,7 @@ func TestPlantedProgramsNeverRun(t *testing.T) {
 		t.Fatalf("jail serve: %s", why)
 	}
 	copies, _ := filepath.Glob(filepath.Join(cache, ".*-*"))
-	for _, program := range []string{"init", "tools", "server", "stage"} {
+	for _, program := range []string{"helper", "tools", "server"} {
 		if m, _ := filepath.Glob(filepath.Join(cache, "."+program+"-*")); len(m) == 0 {
 			t.Errorf("no copy of the %s program in %s: %v", program, cache, copies)
 		}

@@ -5,7 +5,7 @@
 // calls where three do. Sandboxes move threads through tasks files, read
 // their usage and kill through cgroup.kill on every start and end, in the
 // supervisor and in a pool's forker; those go through here. The package
-// links only golang.org/x/sys/unix, so the small stage program can use it.
+// links only golang.org/x/sys/unix, so a pool's forker links little.
 package cgroupfile
 
 import (

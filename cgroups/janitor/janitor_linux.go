@@ -10,11 +10,12 @@
 // session of its own: whenever the supervisor dies (killed alone, or with
 // its process group or session), what it made of the cgroup has a janitor.
 //
-// It is apart from package cgroups so that the janitor's program links
-// only what removing directories needs. A one-sandbox janitor is usually the janitor
-// program in C (internal/programs/janitor), which Start runs just as this
-// package's Main, with the same arguments and rules; Main is the janitor of
-// builds without it and the watching one. Invariants: it removes only
+// It is apart from package cgroups so that what runs Main links only what
+// removing directories needs. jail's one-sandbox janitor is the C helper
+// program (internal/programs, janitor/janitor.c), which Start runs as this
+// package's Main would run, with the same arguments and rules (the tests
+// run both); Main is the watching one, the running binary re-executed
+// (jail.Init dispatches Arg). Invariants: it removes only
 // directories that are children of one named Parent inside the cgroup
 // mount; it signals only processes in such a directory (cgroup.kill, or a
 // pidfd checked against the process's cgroup: never a pid read earlier that

@@ -338,7 +338,7 @@ func oneInsideOneOut(t *testing.T, dir string) (inside, outside *exec.Cmd) {
 }
 
 // janitorPrograms are the janitors to run as processes: this test binary
-// (Main) and, when embedded, the C program.
+// (Main) and the C helper program.
 func janitorPrograms(t *testing.T) []struct{ name, path string } {
 	t.Helper()
 	self, err := os.Executable()
@@ -346,11 +346,7 @@ func janitorPrograms(t *testing.T) []struct{ name, path string } {
 		t.Fatal(err)
 	}
 	out := []struct{ name, path string }{{"go", self}}
-	if programs.Version(programs.Janitor) == "" {
-		t.Log("no embedded janitor program (go generate ./internal/programs): the Go janitor only")
-		return out
-	}
-	p, err := programs.Open(programs.Janitor)
+	p, err := programs.Open(programs.Helper)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,9 @@
 // user namespace. A fork of the server write-protects its whole heap, and
 // the server then takes a page fault, and every CPU a TLB flush, on each
 // page it writes afterwards: about 3 ms of machine time per sandbox for an
-// 8 MB heap, measured. The forker is a stage program of a few hundred
-// pages, so its forks cost a fraction of that.
+// 8 MB heap, measured. The forker is the supervisor's binary re-executed
+// (jail.Init runs Main), which touches a few hundred pages, so its forks
+// cost a fraction of that.
 //
 // Invariants: the forker forks every child from its main thread, which
 // lives as long as the forker, so a child's parent-death signal fires
@@ -70,7 +71,8 @@ type Child struct {
 	err    error
 }
 
-// Start starts the forker from program (the stage program).
+// Start starts the forker from program (the running binary,
+// /proc/self/exe, whose main calls jail.Init).
 func Start(program string) (*Forker, error) {
 	// Our end is non-blocking, so that Go's poller waits on it and Close
 	// ends a read in progress; the forker's end blocks.

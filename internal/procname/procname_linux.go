@@ -1,7 +1,7 @@
 // Package procname names the running process as ps and top show it (its
 // comm). The kernel names a process after the file it executed, and jail's
 // helper programs run from a copy named after their version
-// (".stage-7e3eb2268630aa62"), a memfd (/proc/self/fd/N) or /proc/self/exe.
+// (".server-7e3eb2268630aa62"), a memfd (/proc/self/fd/N) or /proc/self/exe.
 package procname
 
 import (

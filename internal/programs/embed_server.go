@@ -1,12 +1,10 @@
-//go:build jail_server && !jail_noprograms
+//go:build jail_server
 
 package programs
 
 import "embed"
 
-// embedded holds only the stage and init programs in the server program's
-// own build (tag jail_server): the server starts its sandboxes from them,
-// and cannot embed itself.
-//
-//go:embed bin/stage bin/stage.sha256 bin/init bin/init.sha256
+// embedded is empty in the server program's own build (tag jail_server):
+// it cannot embed itself, and it starts its sandboxes from the helper
+// program, which every build embeds.
 var embedded embed.FS

@@ -7,9 +7,9 @@ import (
 	"testing"
 )
 
-// TestStartPathLinksNothingHeavy: what every sandbox starts (the jail
-// binary, and the stage program that is its init) links none of the
-// packages kept in the tools and server programs. Each costs every start
+// TestStartPathLinksNothingHeavy: the jail binary, which every `jail run`
+// starts, links none of the packages kept in the tools and server
+// programs. Each costs every start
 // its package initialisation or a dynamic loader: YAML (a regexp and
 // Unicode tables, 0.3-0.4 ms), net/http (0.6 ms), go-containerregistry
 // and libseccomp (which would also bring cgo and a dynamic loader).
@@ -18,7 +18,7 @@ func TestStartPathLinksNothingHeavy(t *testing.T) {
 		"gopkg.in/yaml.v3", "regexp", "net/http",
 		"github.com/google/go-containerregistry/", "github.com/seccomp/libseccomp-golang",
 	}
-	for _, pkg := range []string{"github.com/jail-sandbox/jail/cmd/jail", "github.com/jail-sandbox/jail/internal/programs/stage"} {
+	for _, pkg := range []string{"github.com/jail-sandbox/jail/cmd/jail"} {
 		// As make builds them: without cgo (with it, net links it).
 		list := exec.Command("go", "list", "-deps", pkg)
 		list.Env = append(os.Environ(), "CGO_ENABLED=0")

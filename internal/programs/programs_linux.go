@@ -1,48 +1,45 @@
-// Package programs holds the five helper programs built into jail and
-// starts them:
+// Package programs holds the helper programs jail starts and starts them:
 //
-//   - init: a sandbox's init, in C (init/init.c): the stage that every
-//     sandbox starts, inside its namespaces. The Go runtime's start cost
-//     1.9 ms of CPU and 199 page faults there against 0.4 ms and 28 for
-//     static glibc (0.06 ms and 12 for static musl, which cbuild.sh links
-//     where it is installed), and under software emulation 91 ms against
-//     22. It speaks the control
-//     protocol and builds the root as the Go init (package initstage) does,
-//     which runs in its place in a build without it.
-//   - stage: a pool's forker and the watching cgroup janitor (package
-//     stage), and the Go init. It links only what they need and starts in
-//     about a third of the time the jail binary takes.
-//   - janitor: the cgroup janitor of one sandbox (cgroups/janitor), in C
-//     (janitor/janitor.c): one starts beside every `jail run`, at the moment
-//     the sandbox's init starts, and a Go program's start and exit took 1.9
-//     ms of CPU there against 0.35 ms. Builds without it use the stage
-//     program's.
+//   - helper: what runs per sandbox, in C, one static binary (musl) chosen
+//     by argv[0]: the sandbox's init ("jail:init", init/init.c), and the
+//     cgroup janitor of one sandbox ("jail:cgroup-janitor",
+//     janitor/janitor.c), which starts beside every `jail run`. The Go
+//     runtime's start cost 1.9 ms of CPU and 199 page faults there against
+//     0.06 ms and 12 for static musl, and under software emulation 91 ms
+//     against 22. It is committed, built for each supported GOARCH
+//     (helper/jail-helper-amd64 and -arm64, by helper/build.sh, which
+//     `make helper` runs and TestHelperIsBuiltFromItsSources holds them
+//     to) and embedded by helper_GOARCH.go: a program that imports jail
+//     with nothing but `go get` has it.
 //   - tools: what needs heavy dependencies and runs rarely: image import
 //     and pull (go-containerregistry, package images/fetch), reading user
 //     profiles (YAML, package profiles/files) and compiling seccomp
 //     filters (libseccomp through cgo, package seccomp/compile).
 //   - server: `jail serve`, the HTTP API (net/http, package server), which
-//     jail execs. It embeds the init and stage programs, for its sandboxes.
+//     jail execs.
 //
-// Keeping these out of the jail binary keeps its own start short (net/http
-// alone added 0.6 ms to every `jail run`, yaml.v3 0.3-0.4 ms; a test
-// keeps them out) and the binary free of cgo. The
-// server is pure Go, not part of the tools program: a cgo binary's larger
-// address space made each of the server's forks dearer.
+// Tools and server are Go programs too big to commit (19 MB): `go generate
+// ./internal/programs` (make build does it; generate.sh) builds them into
+// bin/, which is embedded, and writes generated.go, whose constant the jail
+// command refers to, so that `go build ./cmd/jail` without them fails
+// saying what to run. A library user's build has neither: image import and
+// pull, user profiles and serving then fail with a message saying so
+// (ErrNotBuilt). Keeping them out of the jail binary keeps its own start
+// short (net/http alone added 0.6 ms to every `jail run`, yaml.v3 0.3-0.4
+// ms; a test keeps them out) and the binary free of cgo. The server is not
+// part of the tools program: a cgo binary's larger address space made each
+// of the server's forks dearer. What else jail runs on a sandbox's behalf
+// in Go (a pool's forker, the watching cgroup janitor, `jail check`'s
+// probes, the holder of an id-mapping namespace) is the running binary
+// re-executed, which calls jail.Init first.
 //
-// They are built and embedded at build time (go generate
-// ./internal/programs; make build does it: the C programs by cbuild.sh, the
-// Go ones by gobuild.sh, which says why) and run from a copy in jail's
-// private directory (see location: it follows from the uid, never the
-// environment, and no sandbox may be given it), written once per program
-// version; or else from a sealed memfd. Whatever the copy, what runs is a
-// descriptor opened once and compared byte for byte with the embedded
-// program before it is executed (through /proc/self/fd): a copy replaced or
-// rewritten by anyone never runs. A build without them (a plain go build)
-// starts the stages by re-executing the running binary instead, which then
-// must call stage.Main first thing (jail.Init does), and has neither tools
-// nor server: image import and pull, user profiles and serving then fail
-// with a message saying so.
+// Every program runs from a copy in jail's private directory (see
+// location: it follows from the uid, never the environment, and no sandbox
+// may be given it), written once per program version; or else from a
+// sealed memfd. Whatever the copy, what runs is a descriptor opened once
+// and compared byte for byte with the embedded program before it is
+// executed (through /proc/self/fd): a copy replaced or rewritten by anyone
+// never runs.
 package programs
 
 import (
@@ -63,20 +60,18 @@ import (
 	"github.com/jail-sandbox/jail/internal/privdir"
 )
 
-//go:generate sh cbuild.sh bin/janitor ./janitor/janitor.c
-//go:generate sh cbuild.sh bin/init ./init/init.c
-//go:generate sh -c "CGO_ENABLED=0 LDFLAGS=-s sh gobuild.sh -o bin/stage ./stage && sha256sum bin/stage | cut -c1-64 > bin/stage.sha256"
-//go:generate sh -c "CGO_ENABLED=0 LDFLAGS=-s sh gobuild.sh -tags jail_server -o bin/server ./server && sha256sum bin/server | cut -c1-64 > bin/server.sha256"
-//go:generate sh -c "LDFLAGS='-s -linkmode external -extldflags -static' sh gobuild.sh -tags netgo,osusergo -o bin/tools ./tools && sha256sum bin/tools | cut -c1-64 > bin/tools.sha256"
+//go:generate sh generate.sh
 
 // Names of the programs.
 const (
-	Stage   = "stage"
-	Init    = "init"
-	Janitor = "janitor"
-	Tools   = "tools"
-	Server  = "server"
+	Helper = "helper"
+	Tools  = "tools"
+	Server = "server"
 )
+
+// InitArg is argv[0] of the helper program started as a sandbox's init
+// (the janitor's is janitor.Arg).
+const InitArg = "jail:init"
 
 // ErrNotBuilt: this build of jail has not the program asked for (the errors
 // of Open wrap it).
@@ -96,7 +91,7 @@ const memfdFD = 32
 // /proc/self/fd), so that no path is trusted twice.
 type Program struct {
 	// Path is what to execute: /proc/self/fd/N of the checked copy or of
-	// a sealed memfd, or /proc/self/exe.
+	// a sealed memfd.
 	Path string
 	file *os.File
 }
@@ -104,35 +99,77 @@ type Program struct {
 // Version is the embedded program's version (the start of its SHA-256), or
 // "" when the build has none.
 func Version(name string) string {
-	sum, err := embedded.ReadFile("bin/" + name + ".sha256")
-	if v := strings.TrimSpace(string(sum)); err == nil && len(v) >= 16 {
+	sum := helperSHA256
+	if name != Helper {
+		b, err := embedded.ReadFile("bin/" + name + ".sha256")
+		if err != nil {
+			return ""
+		}
+		sum = string(b)
+	}
+	if v := strings.TrimSpace(sum); len(v) >= 16 {
 		return v[:16]
 	}
 	return ""
 }
 
+// programBytes returns the embedded program name's bytes, as a reader
+// (embed.FS's ReadFile would copy the 19 MB of the tools), and its size.
+func programBytes(name string) (io.ReaderAt, int64, error) {
+	if name == Helper {
+		return strings.NewReader(helperBinary), int64(len(helperBinary)), nil
+	}
+	f, err := embedded.Open("bin/" + name)
+	if err != nil {
+		return nil, 0, err
+	}
+	info, err := f.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	return f.(io.ReaderAt), info.Size(), nil
+}
+
+// readProgram returns a copy of the embedded program name's bytes.
+func readProgram(name string) ([]byte, error) {
+	r, size, err := programBytes(name)
+	if err != nil {
+		return nil, err
+	}
+	data := make([]byte, size)
+	if _, err := r.ReadAt(data, 0); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return data, nil
+}
+
 // Open returns program name to start: a descriptor of its copy in jail's
 // private directory (written once per program version), whose bytes were
 // compared with the embedded program's here, or else of a sealed memfd.
-// Without an embedded copy, the stage program is the running executable
-// and the others are ErrNotBuilt. It is a Source's Open, for one program.
+// It is a Source's Open, for one program.
 func Open(name string) (*Program, error) {
 	src := NewSource(nil)
 	defer src.Close()
 	return src.Open(name)
 }
 
-// Source is where one task (a sandbox's start, which needs its init and
-// its janitor) opens programs from: jail's private directory for the
-// caller's programs (see location), found, opened and checked the first
-// time a program is asked, and held until Close, so that the task walks
-// the directory's path once; or, where there is none to use, sealed
-// memfds. It may be asked from several goroutines.
+// Source is where one task (a sandbox's start, which needs the helper
+// program as its init and as its janitor) opens programs from: jail's
+// private directory for the caller's programs (see location), found,
+// opened and checked the first time a program is asked, and held until
+// Close, so that the task walks the directory's path once; or, where there
+// is none to use, sealed memfds. The helper is opened and checked once per
+// Source, and each Open of it returns a descriptor of its own of that
+// file. It may be asked from several goroutines.
 type Source struct {
 	users *privdir.Passwd
 	once  sync.Once
 	dir   *os.File // O_PATH; nil when none could be used (err says why)
 	err   error
+
+	helperOnce sync.Once
+	helper     *os.File // the checked copy or memfd; nil: helperErr says why
+	helperErr  error
 }
 
 // NewSource returns a Source of the caller's programs, which asks users
@@ -140,8 +177,9 @@ type Source struct {
 // caller has no private runtime directory.
 func NewSource(users *privdir.Passwd) *Source { return &Source{users: users} }
 
-// Close releases the directory; programs opened from it stay open, and
-// those opened after come from memfds. It must not run beside Open.
+// Close releases the directory and the Source's own descriptor of the
+// helper; programs opened from it stay open, and those opened after come
+// from memfds. It must not run beside Open.
 func (s *Source) Close() {
 	s.once.Do(func() {})
 	if s.dir != nil {
@@ -149,15 +187,38 @@ func (s *Source) Close() {
 		s.dir = nil
 	}
 	s.err = errors.New("closed")
+	s.helperOnce.Do(func() { s.helperErr = errors.New("closed") })
+	if s.helper != nil {
+		s.helper.Close()
+		s.helper = nil
+	}
 }
 
 // Open returns program name to start (see the function Open).
 func (s *Source) Open(name string) (*Program, error) {
+	if name != Helper {
+		f, err := s.open(name)
+		if err != nil {
+			return nil, err
+		}
+		return &Program{Path: fmt.Sprintf("/proc/self/fd/%d", f.Fd()), file: f}, nil
+	}
+	s.helperOnce.Do(func() { s.helper, s.helperErr = s.open(Helper) })
+	if s.helperErr != nil {
+		return nil, s.helperErr
+	}
+	fd, err := unix.FcntlInt(s.helper.Fd(), unix.F_DUPFD_CLOEXEC, memfdFD)
+	if err != nil {
+		return nil, fmt.Errorf("%s program: %w", name, err)
+	}
+	return &Program{Path: fmt.Sprintf("/proc/self/fd/%d", fd), file: os.NewFile(uintptr(fd), s.helper.Name())}, nil
+}
+
+// open returns a descriptor of program name's checked copy, or of a sealed
+// memfd holding it.
+func (s *Source) open(name string) (*os.File, error) {
 	version := Version(name)
 	if version == "" {
-		if name == Stage {
-			return &Program{Path: "/proc/self/exe"}, nil
-		}
 		return nil, fmt.Errorf("this build of jail has no %s program (%w)", name, ErrNotBuilt)
 	}
 	s.once.Do(func() {
@@ -175,12 +236,9 @@ func (s *Source) Open(name string) (*Program, error) {
 	}
 	if err != nil {
 		if memfdExecForbidden() {
-			if name == Stage {
-				return &Program{Path: "/proc/self/exe"}, nil
-			}
 			return nil, fmt.Errorf("%s program: no private directory to run it from (%v), and this host forbids executing memfds (vm.memfd_noexec=2)", name, err)
 		}
-		data, err := embedded.ReadFile("bin/" + name)
+		data, err := readProgram(name)
 		if err != nil {
 			return nil, fmt.Errorf("%s program: %w", name, err)
 		}
@@ -188,11 +246,10 @@ func (s *Source) Open(name string) (*Program, error) {
 			return nil, fmt.Errorf("%s program: %w", name, err)
 		}
 	}
-	return &Program{Path: fmt.Sprintf("/proc/self/fd/%d", f.Fd()), file: f}, nil
+	return f, nil
 }
 
-// File is the descriptor the program runs from, or nil when it is the
-// running executable (Path /proc/self/exe). It stays the Program's. Another
+// File is the descriptor the program runs from. It stays the Program's. Another
 // process that is to execute the program (a pool's forker) is handed File
 // and executes it as its own /proc/self/fd/N: another process's
 // /proc/PID/fd/N cannot serve, since a child in a new user namespace may
@@ -203,9 +260,6 @@ func (p *Program) File() *os.File { return p.file }
 // besides stdio: Path, after moving the program's descriptor out of the way
 // of the child's descriptor setup when there are that many.
 func (p *Program) PathFor(extra int) (string, error) {
-	if p.file == nil {
-		return p.Path, nil
-	}
 	above := 2 * (3 + extra)
 	if int(p.file.Fd()) >= above {
 		return p.Path, nil
@@ -315,13 +369,13 @@ func openDir(base, path string) (*os.File, error) {
 // the embedded program's through that descriptor, which is then what runs:
 // whatever was put in its place (a sandbox handed the directory under
 // another environment, cf. runc's CVE-2019-5736) never runs, and is
-// replaced. The comparison maps the copy from the page cache: Open takes
-// about 20 µs for the init (120 KB) and 15 µs for the janitor, directory
-// checks included, against 3 and 2 µs when only owner, mode and size were
-// checked (BenchmarkOpen), 0.2 ms for
-// the stage program and 0.6 ms for the tools; a cold `jail run` takes
-// about 10 more minor page faults, and no more time than the noise of 400
-// interleaved runs. Hashing the init alone took 65 µs.
+// replaced. The comparison maps the copy from the page cache: Open took
+// about 20 µs for the init (120 KB), directory checks included, against 3
+// µs when only owner, mode and size were checked (BenchmarkOpen), and 0.6
+// ms for the tools; a cold `jail run` takes about 10 more minor page
+// faults, and no more time than the noise of 400 interleaved runs. Hashing
+// the init alone took 65 µs. A Source does it once for the helper, which
+// a sandbox's start runs twice (init and janitor).
 //
 // A use marks the copy as in use (its modification time, refreshed at most
 // every quarter of staleCopy), and writing a version's copy removes only
@@ -351,12 +405,7 @@ func cachedCopy(dir *os.File, name, version string) (*os.File, error) {
 // writes it: a regular file of this user's with no other link, no write
 // permission, and exactly the embedded program's bytes.
 func openCopy(dir *os.File, name, file string) (*os.File, time.Time, error) {
-	want, err := embedded.Open("bin/" + name)
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	defer want.Close()
-	info, err := want.Stat()
+	want, size, err := programBytes(name)
 	if err != nil {
 		return nil, time.Time{}, err
 	}
@@ -371,7 +420,7 @@ func openCopy(dir *os.File, name, file string) (*os.File, time.Time, error) {
 		unix.Close(fd)
 		return nil, time.Time{}, err
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != os.Geteuid() || st.Mode&0o7222 != 0 || st.Nlink != 1 || st.Size != info.Size() {
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != os.Geteuid() || st.Mode&0o7222 != 0 || st.Nlink != 1 || st.Size != size {
 		unix.Close(fd)
 		return nil, time.Time{}, errors.New("not the copy jail wrote")
 	}
@@ -384,7 +433,7 @@ func openCopy(dir *os.File, name, file string) (*os.File, time.Time, error) {
 		unix.Close(high)
 		return nil, time.Time{}, err
 	}
-	if err := sameBytes(high, want.(io.ReaderAt), st.Size); err != nil {
+	if err := sameBytes(high, want, st.Size); err != nil {
 		unix.Close(high)
 		return nil, time.Time{}, err
 	}
@@ -422,11 +471,18 @@ func sameBytes(fd int, want io.ReaderAt, size int64) error {
 // another version may remove it.
 const staleCopy = time.Hour
 
+// retired are programs that earlier versions of jail copied (the helper
+// replaced the init and janitor programs, and the running binary the stage
+// program): their copies, written under a home's ~/.cache/jail too, go
+// once unused for staleCopy, as other versions' copies do.
+var retired = []string{"init", "janitor", "stage"}
+
 // writeCopy writes the embedded program name as file in dir (in place of
-// whatever is there), then removes the copies of its other versions that
-// have gone unused for staleCopy (and what an interrupted write left).
+// whatever is there), then removes the copies of its other versions, and
+// of retired programs, that have gone unused for staleCopy (and what an
+// interrupted write left).
 func writeCopy(dir *os.File, name, file string) error {
-	data, err := embedded.ReadFile("bin/" + name)
+	data, err := readProgram(name)
 	if err != nil {
 		return err
 	}
@@ -445,7 +501,7 @@ func writeCopy(dir *os.File, name, file string) error {
 	list.Close()
 	for _, e := range entries {
 		old := e.Name()
-		if old == file || !strings.HasPrefix(old, "."+name+"-") {
+		if old == file || !isCopyOf(old, append([]string{name}, retired...)) {
 			continue
 		}
 		var st unix.Stat_t
@@ -454,6 +510,16 @@ func writeCopy(dir *os.File, name, file string) error {
 		}
 	}
 	return nil
+}
+
+// isCopyOf tells whether file is named as a copy of one of programs.
+func isCopyOf(file string, programs []string) bool {
+	for _, p := range programs {
+		if strings.HasPrefix(file, "."+p+"-") {
+			return true
+		}
+	}
+	return false
 }
 
 func memfdExecForbidden() bool {

@@ -18,45 +18,52 @@ import (
 
 // TestCachedCopy: the copy is written once, read-only, and what runs is
 // the descriptor whose bytes were compared with the embedded program's;
-// copies of other versions go once unused for long, and stay while in use.
+// copies of other versions, and of the programs earlier versions had
+// (init, janitor, stage), go once unused for long, and stay while in use;
+// other files stay.
 func TestCachedCopy(t *testing.T) {
-	version := Version(Stage)
-	if version == "" {
-		t.Skip("no embedded programs (go generate ./internal/programs)")
-	}
+	version := Version(Helper)
 	dir, dirFile := privateTestDir(t)
-	stale := filepath.Join(dir, ".stage-0000000000000000")
-	inUse := filepath.Join(dir, ".stage-1111111111111111")
-	for _, f := range []string{stale, inUse} {
+	stale := []string{filepath.Join(dir, ".helper-0000000000000000"), filepath.Join(dir, ".stage-0000000000000000"),
+		filepath.Join(dir, ".init-0000000000000000"), filepath.Join(dir, ".janitor-0000000000000000")}
+	kept := []string{filepath.Join(dir, ".helper-1111111111111111"), filepath.Join(dir, ".stage-1111111111111111"),
+		filepath.Join(dir, ".tools-0000000000000000"), filepath.Join(dir, "stage-0000000000000000")}
+	for _, f := range append(append([]string{}, stale...), kept...) {
 		if err := os.WriteFile(f, []byte("old"), 0o555); err != nil {
 			t.Fatal(err)
 		}
 	}
 	long := time.Now().Add(-2 * staleCopy)
-	if err := os.Chtimes(stale, long, long); err != nil {
-		t.Fatal(err)
+	for _, f := range append(append([]string{}, stale...), kept[2:]...) {
+		if err := os.Chtimes(f, long, long); err != nil {
+			t.Fatal(err)
+		}
 	}
-	f, err := cachedCopy(dirFile, Stage, version)
+	f, err := cachedCopy(dirFile, Helper, version)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
-	path := filepath.Join(dir, ".stage-"+version)
+	path := filepath.Join(dir, ".helper-"+version)
 	st, err := os.Stat(path)
 	if err != nil || st.Mode().Perm() != 0o555 {
 		t.Fatalf("copy: %v %v", st, err)
 	}
-	if _, err := os.Stat(stale); !os.IsNotExist(err) {
-		t.Errorf("the long-unused copy of another version stayed: %v", err)
+	for _, f := range stale {
+		if _, err := os.Stat(f); !os.IsNotExist(err) {
+			t.Errorf("the long-unused copy %s stayed: %v", filepath.Base(f), err)
+		}
 	}
-	if _, err := os.Stat(inUse); err != nil {
-		t.Errorf("the copy another version is using went: %v", err)
+	for _, f := range kept {
+		if _, err := os.Stat(f); err != nil {
+			t.Errorf("%s went: %v", filepath.Base(f), err)
+		}
 	}
 	// Used again, the copy is marked as in use, not written again.
 	if err := os.Chtimes(path, long, long); err != nil {
 		t.Fatal(err)
 	}
-	f, err = cachedCopy(dirFile, Stage, version)
+	f, err = cachedCopy(dirFile, Helper, version)
 	if err != nil {
 		t.Fatalf("second call: %v", err)
 	}
@@ -90,21 +97,15 @@ func privateTestDir(t *testing.T) (string, *os.File) {
 // program runs from its descriptor: replacing the file afterwards changes
 // nothing (row 33).
 func TestReplacedCopyNeverRuns(t *testing.T) {
-	version := Version(Janitor)
-	if version == "" {
-		t.Skip("no embedded programs (go generate ./internal/programs)")
-	}
-	want, err := embedded.ReadFile("bin/" + Janitor)
-	if err != nil {
-		t.Fatal(err)
-	}
+	version := Version(Helper)
+	want := []byte(helperBinary)
 	marker := filepath.Join(t.TempDir(), "marker")
 	// A script padded to the program's size: what only the size, owner
 	// and mode of a copy would not tell from the program.
 	header := "#!/bin/sh\ntouch " + marker + "\n"
 	script := []byte(header + strings.Repeat("#", len(want)-len(header)))
 	dir, dirFile := privateTestDir(t)
-	path := filepath.Join(dir, ".janitor-"+version)
+	path := filepath.Join(dir, ".helper-"+version)
 	plant := map[string]func() error{
 		"written in place": func() error {
 			if err := os.Chmod(path, 0o755); err != nil {
@@ -136,7 +137,7 @@ func TestReplacedCopyNeverRuns(t *testing.T) {
 		"writable": func() error { return os.Chmod(path, 0o755) },
 	}
 	for what, f := range plant {
-		c, err := cachedCopy(dirFile, Janitor, version)
+		c, err := cachedCopy(dirFile, Helper, version)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,7 +145,7 @@ func TestReplacedCopyNeverRuns(t *testing.T) {
 		if err := f(); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
-		c, err = cachedCopy(dirFile, Janitor, version)
+		c, err = cachedCopy(dirFile, Helper, version)
 		if err != nil {
 			t.Errorf("%s: %v; want the copy written anew", what, err)
 			continue
@@ -162,14 +163,14 @@ func TestReplacedCopyNeverRuns(t *testing.T) {
 	if err := os.Mkdir(path, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if c, err := cachedCopy(dirFile, Janitor, version); err == nil {
+	if c, err := cachedCopy(dirFile, Helper, version); err == nil {
 		c.Close()
 		t.Error("a directory in the copy's place was accepted")
 	}
 	os.Remove(path)
 
 	// Opened, then replaced by the script: what starts is the program.
-	c, err := cachedCopy(dirFile, Janitor, version)
+	c, err := cachedCopy(dirFile, Helper, version)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +234,7 @@ func TestCopyDirIsPrivate(t *testing.T) {
 		defer dir.Close()
 		return cachedCopy(dir, name, version)
 	}
-	if f, err := copyIn(home, filepath.Join(home, ".cache/jail"), Stage, Version(Stage)); err != nil {
+	if f, err := copyIn(home, filepath.Join(home, ".cache/jail"), Helper, Version(Helper)); err != nil {
 		t.Errorf("a private home: %v", err)
 	} else {
 		f.Close()
@@ -241,20 +242,17 @@ func TestCopyDirIsPrivate(t *testing.T) {
 	if err := os.Chmod(filepath.Join(home, ".cache"), 0o777); err != nil {
 		t.Fatal(err)
 	}
-	if f, err := copyIn(home, filepath.Join(home, ".cache/jail"), Stage, Version(Stage)); err == nil {
+	if f, err := copyIn(home, filepath.Join(home, ".cache/jail"), Helper, Version(Helper)); err == nil {
 		f.Close()
 		t.Error("a copy under a world-writable directory was used")
 	}
 }
 
-// TestStageNamesItself: ps and top show what a stage is (here the janitor,
-// which waits for its stdin to close), not the name of the file it was run
-// from.
-func TestStageNamesItself(t *testing.T) {
-	if Version(Stage) == "" {
-		t.Skip("no embedded programs (go generate ./internal/programs)")
-	}
-	cmd, release, _ := startJanitor(t, Stage)
+// TestHelperNamesItself: ps and top show what the helper runs as (here the
+// janitor, which waits for its stdin to close), not the name of the file it
+// was run from.
+func TestHelperNamesItself(t *testing.T) {
+	cmd, release, _ := startJanitor(t, Helper)
 	defer func() {
 		release.Close()
 		_ = cmd.Wait()
@@ -306,11 +304,8 @@ func nameOf(pid int, want string) string {
 // (the same rules as cgroups/janitor's), whatever its arguments say. Then
 // it sweeps, as the Go janitor does: an old sandbox cgroup beside its own
 // that nobody holds is removed, a held one is kept. It names itself as the
-// stage program's janitor does.
+// Go janitor does.
 func TestJanitorProgram(t *testing.T) {
-	if Version(Janitor) == "" {
-		t.Skip("no embedded programs (go generate ./internal/programs)")
-	}
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to make cgroups")
 	}
@@ -362,7 +357,7 @@ func TestJanitorProgram(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cmd, release, stderr := startJanitor(t, Janitor, sandbox, empty, nested, dotted, sandbox+"/../"+filepath.Base(dotted), "/etc", parent)
+	cmd, release, stderr := startJanitor(t, Helper, sandbox, empty, nested, dotted, sandbox+"/../"+filepath.Base(dotted), "/etc", parent)
 	if comm := nameOf(cmd.Process.Pid, "jail-janitor"); comm != "jail-janitor" {
 		t.Errorf("the janitor's name is %q", comm)
 	}
@@ -390,23 +385,34 @@ func TestJanitorProgram(t *testing.T) {
 	}
 }
 
-// BenchmarkOpen is what opening a program costs a start: the init and the
-// janitor once per `jail run`, the stage program once per pool, the tools
-// once per command that needs them. Their copies are compared with the
-// embedded programs each time.
+// BenchmarkOpen is what opening a program costs: the helper once per
+// Source, which a `jail run` asks twice (init and janitor: "sandbox"), the
+// tools once per command that needs them. Copies are compared with the
+// embedded programs each time they are opened.
 func BenchmarkOpen(b *testing.B) {
-	for _, name := range []string{Init, Janitor, Stage, Tools} {
-		if Version(name) == "" {
-			b.Skip("no embedded programs (go generate ./internal/programs)")
-		}
-		b.Run(name, func(b *testing.B) {
-			for b.Loop() {
-				p, err := Open(name)
+	b.Run("sandbox", func(b *testing.B) {
+		for b.Loop() {
+			src := NewSource(nil)
+			for range 2 {
+				p, err := src.Open(Helper)
 				if err != nil {
 					b.Fatal(err)
 				}
 				p.Close()
 			}
-		})
+			src.Close()
+		}
+	})
+	if Version(Tools) == "" {
+		b.Skip("no tools program (go generate ./internal/programs)")
 	}
+	b.Run(Tools, func(b *testing.B) {
+		for b.Loop() {
+			p, err := Open(Tools)
+			if err != nil {
+				b.Fatal(err)
+			}
+			p.Close()
+		}
+	})
 }

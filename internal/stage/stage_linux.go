@@ -1,8 +1,10 @@
-// Package stage is the entry of the processes jail starts on a sandbox's
-// behalf, chosen by argv[0]: the init (package initstage), the cgroup
-// janitor (package janitor) and a pool's forker (package forker). The stage program (internal/programs) runs
-// them; a build without it runs them from the jail binary, whose main
-// calls Main first (jail.Init does).
+// Package stage is the entry of the Go processes jail starts on a
+// sandbox's behalf from the running binary re-executed, chosen by argv[0]:
+// a pool's forker (package forker) and the cgroup janitor that watches a
+// pool's sandboxes (package janitor). The jail command and the server
+// program call Main first thing (jail.Init does). What runs per sandbox
+// (its init and its own cgroup janitor) is the C helper program instead
+// (internal/programs).
 package stage
 
 import (
@@ -10,7 +12,6 @@ import (
 
 	"github.com/jail-sandbox/jail/cgroups/janitor"
 	"github.com/jail-sandbox/jail/internal/forker"
-	"github.com/jail-sandbox/jail/internal/initstage"
 	"github.com/jail-sandbox/jail/internal/procname"
 )
 
@@ -18,9 +19,6 @@ import (
 // it returns at once.
 func Main() {
 	switch os.Args[0] {
-	case initstage.Arg:
-		procname.Set("jail-init")
-		initstage.Main()
 	case janitor.Arg:
 		procname.Set("jail-janitor")
 		janitor.Main(os.Args[1:])

@@ -1,12 +1,15 @@
 /*
- * init is a sandbox's init in C: the same stage as package initstage (Go),
- * speaking the same control protocol (internal/control) and building the
- * same root filesystem (package rootfs), without a language runtime to
- * start. The Go runtime's start cost 1.9 ms of CPU and 199 page faults per
- * sandbox here, against 0.4 ms and 28 for a static C program, and four
- * times as long as that under software emulation. Read it top to bottom:
- * the order of the steps in main and build_root is the security argument,
- * and it is the Go init's, step for step.
+ * init is a sandbox's init: the process the supervisor starts inside the
+ * sandbox's new namespaces, which builds its root and starts its command.
+ * It is C, without a language runtime to start: the Go runtime's start cost
+ * 1.9 ms of CPU and 199 page faults per sandbox here, against 0.4 ms and
+ * 28 for a static C program, and four times as long as that under software
+ * emulation. Read it top to bottom: the order of the steps in main and
+ * build_root is the security argument.
+ *
+ * It is one half of jail's helper program (package programs, built by
+ * helper/build.sh): the same static binary is the per-sandbox cgroup
+ * janitor (../janitor/janitor.c) when started as "jail:cgroup-janitor".
  *
  * The supervisor starts it as argv[0] "jail:init" in fresh user, mount,
  * pid, net, ipc, uts (and cgroup) namespaces, with the control socket at
@@ -20,7 +23,7 @@
  * stays behind as pid 1: it reaps orphans and reports how the command
  * ended.
  *
- * Invariants, as in the Go init: the init is non-dumpable before anything
+ * Invariants: the init is non-dumpable before anything
  * of the sandbox runs; every descriptor but stdio is close-on-exec; the
  * command's process loads the profile's seccomp filter last, just before
  * its exec (the init itself is never filtered: it must still reap, kill
@@ -114,15 +117,16 @@ struct failure {
 	int exec_code; /* 0: a setup error */
 };
 
-#include "errtext.h"
-
-/* errtext is err as Go says it, as the Go init does. */
+/*
+ * errtext is err's text from the C library, its first letter lowercased so
+ * that it reads as the rest of jail's messages ("jail: exec ./x: no such
+ * file or directory").
+ */
 static const char *errtext(int err, char *buf, size_t size)
 {
-	if (err > 0 && (size_t)err < sizeof go_errtext / sizeof go_errtext[0] && go_errtext[err] != NULL)
-		snprintf(buf, size, "%s", go_errtext[err]);
-	else
-		snprintf(buf, size, "errno %d", err);
+	snprintf(buf, size, "%s", strerror(err));
+	if (buf[0] >= 'A' && buf[0] <= 'Z' && buf[1] >= 'a' && buf[1] <= 'z')
+		buf[0] = (char)(buf[0] - 'A' + 'a');
 	return buf;
 }
 
@@ -604,10 +608,10 @@ static void report_failure(int sock, const struct failure *f)
 }
 
 /* ------------------------------------------------------------------ */
-/* Paths inside the new root (package rootfs)                         */
+/* Paths inside the new root                                          */
 /* ------------------------------------------------------------------ */
 
-/* The lists are package rootfs's (paths.go); keep them equal. */
+/* What every sandbox masks, makes read-only, replaces and binds. */
 static const char *const host_masked[] = {
 	"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
 	"/etc/sudoers", "/etc/security/opasswd",
@@ -2000,8 +2004,8 @@ static int spawn(const struct config *c, const struct process *p, const int stdi
 		errtext(cf.err, text, sizeof(text));
 		if (cf.stage == 1)
 			return fail(f, "seccomp", "seccomp: load filter: %s", text);
-		/* Like the Go init, whose child reports any failure before
-		 * its exec as the exec's. */
+		/* The child reports any failure before its exec as the
+		 * exec's. */
 		return exec_failure(f, cf.err == ENOENT ? 127 : 126, "exec %s: %s", p->args[0], text);
 	}
 	/* The exec happened: the pid is ours to wait for, so it names the
@@ -2143,11 +2147,18 @@ static pid_t setup(const struct config *c, int sock, int64_t running, struct fai
 	return pid;
 }
 
+int janitor_main(int argc, char **argv); /* ../janitor/janitor.c */
+
 int main(int argc, char **argv)
 {
 	int64_t running = now();
-	(void)argc;
-	(void)argv;
+	/* The helper program is the janitor too, started as that. */
+	if (argc >= 1 && strcmp(argv[0], "jail:cgroup-janitor") == 0)
+		return janitor_main(argc, argv);
+	if (argc < 1 || strcmp(argv[0], "jail:init") != 0) {
+		fputs("jail: this program is started by jail only\n", stderr);
+		return 125;
+	}
 	/* Whatever the supervisor's own parent leaked to it, nothing but
 	 * stdio may reach the command. */
 	if (close_range(CONTROL_FD, ~0U, CLOSE_RANGE_CLOEXEC) != 0)

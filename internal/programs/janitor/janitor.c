@@ -1,7 +1,9 @@
 /*
- * The janitor program of jail (see package programs and cgroups/janitor):
- * the process that removes one sandbox's cgroup directories once its
- * supervisor is gone, whichever way it went, SIGKILL included.
+ * The cgroup janitor of one sandbox (see package programs and
+ * cgroups/janitor): the process that removes one sandbox's cgroup
+ * directories once its supervisor is gone, whichever way it went, SIGKILL
+ * included. It is the other half of jail's helper program: init.c's main
+ * calls janitor_main when started as
  *
  *   jail:cgroup-janitor DIR...
  *
@@ -24,8 +26,8 @@
  * It is C, not Go, because one starts beside every sandbox: a Go program's
  * runtime start and exit cost two milliseconds of CPU, at the moment the
  * sandbox's own init starts. It does what the Go janitor's one-sandbox mode
- * does (cgroups/janitor, which stays for builds without this program), with
- * the same rules for which directories it may touch and which processes it
+ * does (cgroups/janitor, whose watching mode serves a Pool), with the same
+ * rules for which directories it may touch and which processes it
  * may signal.
  */
 #define _GNU_SOURCE
@@ -288,7 +290,9 @@ static void sweep(const char *parent)
 	closedir(d);
 }
 
-int main(int argc, char **argv)
+int janitor_main(int argc, char **argv);
+
+int janitor_main(int argc, char **argv)
 {
 	prctl(PR_SET_NAME, "jail-janitor", 0, 0, 0);
 	if (argc < 1 || strcmp(argv[0], "jail:cgroup-janitor") != 0) {

@@ -15,9 +15,8 @@ import (
 )
 
 func main() {
-	// The sandboxes may start helpers from this binary: the holder of an
-	// id-mapping namespace, and the stages should the embedded stage
-	// program be unusable.
+	// Its pool starts its forker and its cgroup janitor from this binary,
+	// re-executed, and sandboxes the holder of an id-mapping namespace.
 	jail.Init()
 	procname.Set("jail-server")
 	os.Exit(serve(os.Args[1:]))

@@ -1,4 +1,7 @@
-package initstage
+// Package probe is what `jail check` starts in fresh namespaces to try one
+// feature there: the running binary re-executed as Arg (jail.Init runs
+// Main). It changes nothing outside those namespaces.
+package probe
 
 import (
 	"fmt"
@@ -8,13 +11,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ProbeArg is argv[0] of a process started by `jail check` to try one
+// Arg is argv[0] of a process started by `jail check` to try one
 // feature in fresh namespaces. Its first argument names the feature; it
 // exits 0 when the feature works and prints why not otherwise.
-const ProbeArg = "jail:probe"
+const Arg = "jail:probe"
 
-// Probe runs a probe stage and exits.
-func Probe(what string) {
+// Main runs the probe of what and exits.
+func Main(what string) {
 	if err := probe(what); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
