@@ -30,6 +30,9 @@ type Feature struct {
 // Check tries each isolation feature for the current user. It changes
 // nothing on the host: every probe runs in namespaces that vanish with it.
 func Check() []Feature {
+	if err := startedWithoutInit(); err != nil {
+		return []Feature{{Name: "init", Detail: err.Error(), Required: true}}
+	}
 	id, err := namespaces.ForCaller(nil, 0, 0)
 	if err != nil {
 		return []Feature{{Name: "identity", Detail: err.Error(), Required: true}}

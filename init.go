@@ -5,17 +5,20 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/jail-sandbox/jail/cgroups/janitor"
+	"github.com/jail-sandbox/jail/internal/forker"
 	"github.com/jail-sandbox/jail/internal/probe"
 	"github.com/jail-sandbox/jail/internal/stage"
 	"github.com/jail-sandbox/jail/namespaces"
 )
 
 // Init runs the helper processes of jail when this process was started as
-// one, and never returns then; otherwise it returns at once. Call it first
-// thing in main, before flag parsing or anything else: a Pool starts its
-// forker and its cgroup janitor by re-executing the calling binary, and so
-// do `jail check`'s probes and id-mapped mounts. (A sandbox's init is the
-// embedded C helper program, whatever the binary.)
+// one, and never returns then; otherwise it returns at once. A Pool starts
+// its forker and its cgroup janitor by re-executing the calling binary, and
+// so do `jail check`'s probes and id-mapped mounts. (A sandbox's init is
+// the embedded C helper program, whatever the binary.) The package's own
+// initialisation calls it, before main runs, so a program that imports jail
+// need not; calling it first thing in main is harmless.
 func Init() {
 	stage.Main()
 	switch os.Args[0] {
@@ -32,3 +35,23 @@ func Init() {
 		}
 	}
 }
+
+// startedWithoutInit refuses to build anything in a process that jail
+// started again from this program as one of its helper processes (argv[0]
+// names which) and whose main runs all the same: that main would start the
+// same helper again, and that one the next, until the host runs out of
+// processes. The package's init dispatches before main, so only a change
+// that broke the dispatch would get here; this keeps such a break from
+// taking the host down.
+func startedWithoutInit() error {
+	switch os.Args[0] {
+	case forker.Arg, janitor.Arg, probe.Arg, namespaces.HolderArg:
+		return invalid("init", "this process was started by jail as %s, and was not dispatched to it (jail.Init)", os.Args[0])
+	}
+	return nil
+}
+
+// init dispatches before main: were it left to main, a program that forgot
+// Init would have its main started again as its pool's forker, which would
+// make a pool and start another, until the host had no process left.
+func init() { Init() }

@@ -3,15 +3,15 @@
 // secrets masked, no capabilities and no_new_privs. It needs no daemon and
 // works for root and for ordinary users alike.
 //
-// A program that embeds jail must call Init first thing in main: a Pool
-// re-executes the calling binary as its forker and its cgroup janitor, which
-// Init then runs. A sandbox's init is a small static C program that the
+// A Pool re-executes the calling binary as its forker and its cgroup
+// janitor; the package's initialisation turns such a start into them
+// before main runs (Init), so an embedding program needs no step of its
+// own. A sandbox's init is a small static C program that the
 // module carries for amd64 and arm64 (internal/programs), so nothing but
 // `go get` is needed; image import and pull and user profiles (YAML) need
 // the tools program of a `make build` and fail with a message without it.
 //
 //	func main() {
-//		jail.Init()
 //		res, err := jail.Run(ctx, jail.Spec{Command: []string{"python3", "-c", "print(1)"}, Stdout: os.Stdout})
 //		...
 //	}

@@ -177,6 +177,9 @@ const maxReadyAge = 30 * time.Second
 // kept ready, but the runs still share one cgroup janitor, which saves a
 // process per run.
 func NewPool(template Spec, size int) (*Pool, error) {
+	if err := startedWithoutInit(); err != nil {
+		return nil, err
+	}
 	if template.TTY || template.Stdin != nil {
 		return nil, invalid("pool", "a pool's template cannot have a terminal or stdin: each run brings its own")
 	}

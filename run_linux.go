@@ -47,6 +47,9 @@ type timings struct {
 
 func runTimed(ctx context.Context, spec Spec) (Result, *timings, error) {
 	t := &timings{start: time.Now()}
+	if err := startedWithoutInit(); err != nil {
+		return Result{ExitCode: ExitSetup}, t, err
+	}
 	p, err := prepare(&spec)
 	if err != nil {
 		return Result{ExitCode: ExitSetup}, t, err

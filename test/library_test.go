@@ -35,6 +35,46 @@ func main() {
 }
 `
 
+// forgetfulMain is a program that uses a jail.Pool and does not call
+// jail.Init. Were the dispatch left to main, the pool's forker and cgroup
+// janitor, which jail starts by re-executing the program, would run its
+// main instead; where NewPool refuses, it notes the refusal beside the
+// program and exits.
+const forgetfulMain = `package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/jail-sandbox/jail"
+)
+
+func main() {
+	pool, err := jail.NewPool(jail.Spec{}, 1)
+	if err != nil {
+		exe, _ := os.Executable()
+		f, ferr := os.OpenFile(filepath.Join(filepath.Dir(exe), "refused"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if ferr == nil {
+			fmt.Fprintln(f, err)
+			f.Close()
+		}
+		os.Exit(3)
+	}
+	defer pool.Close()
+	var out bytes.Buffer
+	res, err := pool.Run(context.Background(), jail.Spec{Command: []string{"echo", "ok"}, Stdout: &out})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "jail:", err)
+		os.Exit(125)
+	}
+	fmt.Print(out.String())
+	os.Exit(res.ExitCode)
+}
+`
+
 // TestLibraryNeedsNoGenerate: the module as `go get` gives it (its
 // committed files only: no go generate) builds a program that embeds jail,
 // which runs sandboxes with the C init (the committed helper program)
@@ -72,11 +112,24 @@ func TestLibraryNeedsNoGenerate(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(module, "embedder", "main.go"), []byte(embedderMain), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.MkdirAll(filepath.Join(module, "forgetful"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(module, "forgetful", "main.go"), []byte(forgetfulMain), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	embedder := filepath.Join(workDir, "bin", "embedder")
 	build := exec.Command("go", "build", "-o", embedder, "./embedder")
 	build.Dir, build.Env = module, append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build a program that embeds jail: %v\n%s", err, out)
+	}
+	forgetfulDir := sharedTempDir(t, rootless)
+	forgetful := filepath.Join(forgetfulDir, "forgetful")
+	build = exec.Command("go", "build", "-o", forgetful, "./forgetful")
+	build.Dir, build.Env = module, append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build a program that forgets jail.Init: %v\n%s", err, out)
 	}
 	build = exec.Command("go", "build", "-o", filepath.Join(t.TempDir(), "jail"), "./cmd/jail")
 	build.Dir, build.Env = module, append(os.Environ(), "CGO_ENABLED=0")
@@ -99,6 +152,29 @@ func TestLibraryNeedsNoGenerate(t *testing.T) {
 		}
 		if r := run("mine", "true"); r.code != 125 || !strings.Contains(r.stderr, "no tools program") || strings.Count(r.stderr, "\n") != 1 {
 			t.Errorf("a user profile: exit %d, stderr %q", r.code, r.stderr)
+		}
+	})
+
+	// A program that does not call jail.Init gets its pool's forker and
+	// janitor all the same (the package's init dispatches), not its own
+	// main started again as them, which started another pool and so on
+	// until the host had no process left, once. Run as the unprivileged
+	// account under RLIMIT_NPROC, so that a regression stops at 400 of its
+	// processes, not the host's.
+	t.Run("forgotten Init", func(t *testing.T) {
+		if os.Geteuid() != 0 || rootless == nil {
+			t.Skip("needs root, to run the program as the test account under a process limit")
+		}
+		checkNoLeaks(t)
+		cmd := commandAs(rootless, nil, "prlimit", "--nproc=400:400", "--", forgetful)
+		r := runCmd(t, cmd)
+		refused, _ := os.ReadFile(filepath.Join(forgetfulDir, "refused"))
+		lines := strings.Split(strings.TrimSpace(string(refused)), "\n")
+		if r.code != 0 || r.stdout != "ok\n" {
+			t.Errorf("a pool without jail.Init: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+		}
+		if len(refused) != 0 {
+			t.Errorf("the program's main was started again as a helper (%d times): %q", len(lines), refused)
 		}
 	})
 }
