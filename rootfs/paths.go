@@ -7,45 +7,27 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/jail-sandbox/jail/internal/layout"
 	"github.com/jail-sandbox/jail/internal/privdir"
 )
 
-// Host paths hidden from a sandbox that sees the host tree. Files are covered
-// by an empty unreadable file, directories by an empty read-only directory.
-// A path that does not exist on this host is skipped.
-var hostMasked = []string{
-	"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
-	"/etc/sudoers", "/etc/security/opasswd",
-	"/var/run/docker.sock", "/var/run/containerd/containerd.sock",
-	"/etc/sudoers.d", "/etc/ssl/private", "/var/lib/sudo",
-	"/var/lib/docker", "/var/lib/containerd", "/var/lib/containers",
-	"/var/spool/cron/crontabs", "/var/lib/jail",
-	// Host services' unix sockets outside /run and /tmp: a read-only mount
-	// does not stop connect() (README, Known limits).
-	"/var/lib/mysql", "/var/lib/sss/pipes", "/var/spool/postfix/private",
-	"/var/spool/postfix/public", "/var/lib/libvirt", "/var/lib/lxd",
-	"/var/snap/lxd/common/lxd", "/var/lib/incus", "/var/lib/rancher",
-}
+// The Go init's lists are package layout's, which the C init's are
+// generated from.
+var (
+	hostMasked      = layout.HostMasked
+	hostMaskedGlobs = layout.HostMaskedGlobs
+	kernelMasked    = layout.KernelMasked
+	procReadOnly    = layout.ProcReadOnly
+)
 
-// hostMaskedGlobs are expanded on the host when the sandbox is built.
-var hostMaskedGlobs = []string{"/etc/ssh/ssh_host_*_key"}
-
-// Kernel interfaces no sandbox needs: covered (masked) or made read-only,
-// after the lists runc has refined over the years.
-var kernelMasked = []string{
-	"/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sched_debug",
-	"/proc/latency_stats", "/proc/timer_stats", "/proc/sysrq-trigger",
-	"/proc/acpi", "/proc/scsi", "/sys/firmware",
-}
-
-var procReadOnly = []string{"/proc/sys", "/proc/irq", "/proc/bus", "/proc/fs"}
-
-// Top-level entries of the host tree that a sandbox never sees as they are:
-// kernel filesystems and scratch space are mounted fresh, homes are masked.
-var hostTopLevelReplaced = map[string]bool{
-	"proc": true, "sys": true, "dev": true, "tmp": true, "run": true,
-	"home": true, "root": true,
-}
+// hostTopLevelReplaced is layout.HostTopLevelReplaced as a set.
+var hostTopLevelReplaced = func() map[string]bool {
+	set := map[string]bool{}
+	for _, name := range layout.HostTopLevelReplaced {
+		set[name] = true
+	}
+	return set
+}()
 
 // sensitiveExact are host paths that may never be bind-mounted into a
 // sandbox, nor any directory that contains them.

@@ -607,42 +607,8 @@ static void report_failure(int sock, const struct failure *f)
 /* Paths inside the new root (package rootfs)                         */
 /* ------------------------------------------------------------------ */
 
-/* The lists are package rootfs's (paths.go); keep them equal. */
-static const char *const host_masked[] = {
-	"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
-	"/etc/sudoers", "/etc/security/opasswd",
-	"/var/run/docker.sock", "/var/run/containerd/containerd.sock",
-	"/etc/sudoers.d", "/etc/ssl/private", "/var/lib/sudo",
-	"/var/lib/docker", "/var/lib/containerd", "/var/lib/containers",
-	"/var/spool/cron/crontabs", "/var/lib/jail",
-	/* Host services' unix sockets outside /run and /tmp: a read-only
-	 * mount does not stop connect() (README, Known limits). */
-	"/var/lib/mysql", "/var/lib/sss/pipes", "/var/spool/postfix/private",
-	"/var/spool/postfix/public", "/var/lib/libvirt", "/var/lib/lxd",
-	"/var/snap/lxd/common/lxd", "/var/lib/incus", "/var/lib/rancher", NULL,
-};
-static const char *const host_masked_globs[] = {"/etc/ssh/ssh_host_*_key", NULL};
-static const char *const kernel_masked[] = {
-	"/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sched_debug",
-	"/proc/latency_stats", "/proc/timer_stats", "/proc/sysrq-trigger",
-	"/proc/acpi", "/proc/scsi", "/sys/firmware", NULL,
-};
-static const char *const proc_read_only[] = {"/proc/sys", "/proc/irq", "/proc/bus", "/proc/fs", NULL};
-static const char *const host_top_level_replaced[] = {"proc", "sys", "dev", "tmp", "run", "home", "root", NULL};
-
-struct host_device {
-	const char *name;
-	unsigned major, minor;
-};
-static const struct host_device host_devices[] = {
-	{"null", 1, 3}, {"zero", 1, 5}, {"full", 1, 7},
-	{"random", 1, 8}, {"urandom", 1, 9}, {"tty", 5, 0},
-};
-#define NDEVICES (sizeof(host_devices) / sizeof(host_devices[0]))
-static const char *const dev_symlinks[][2] = {
-	{"fd", "/proc/self/fd"}, {"stdin", "/proc/self/fd/0"}, {"stdout", "/proc/self/fd/1"},
-	{"stderr", "/proc/self/fd/2"}, {"ptmx", "pts/ptmx"}, {"core", "/proc/kcore"},
-};
+/* The lists, generated from package layout (internal/layout). */
+#include "layout.h"
 
 static bool in_list(const char *const *list, const char *s)
 {
