@@ -104,6 +104,53 @@ static int close_range(unsigned int first, unsigned int last, int flags)
 /* ------------------------------------------------------------------ */
 
 /*
+ * Every fixed-size buffer is written through one of these two. format is
+ * for what is used (a path, mount options): one that does not fit is an
+ * error (ENAMETOOLONG), never a shorter path or option used instead.
+ * message is for what is only read by people (a step, a reason): one that
+ * does not fit ends in "...", so a cut message says it is cut.
+ */
+static int format(char *buf, size_t size, const char *fmt, ...) __attribute__((__format__(__printf__, 3, 4)));
+
+static int format(char *buf, size_t size, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf, size, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= size) {
+		if (size > 0)
+			buf[0] = '\0';
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return 0;
+}
+
+/* mark_cut ends buf (of size bytes) in "..." when n, what vsnprintf
+ * wanted to write, did not fit. */
+static void mark_cut(char *buf, size_t size, int n)
+{
+	if (n >= 0 && (size_t)n < size)
+		return;
+	if (size >= 4)
+		memcpy(buf + size - 4, "...", 4);
+	else if (size > 0)
+		buf[0] = '\0';
+}
+
+static void message(char *buf, size_t size, const char *fmt, ...) __attribute__((__format__(__printf__, 3, 4)));
+
+static void message(char *buf, size_t size, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf, size, fmt, ap);
+	va_end(ap);
+	mark_cut(buf, size, n);
+}
+
+/*
  * A failure is reported to the supervisor as "jail: <step>: <reason>", or,
  * when the command itself cannot be started, as an exec error with the
  * status the caller gets (126, 127).
@@ -132,9 +179,9 @@ static int fail(struct failure *f, const char *step, const char *fmt, ...)
 static int fail(struct failure *f, const char *step, const char *fmt, ...)
 {
 	va_list ap;
-	snprintf(f->step, sizeof(f->step), "%s", step);
+	message(f->step, sizeof(f->step), "%s", step);
 	va_start(ap, fmt);
-	vsnprintf(f->reason, sizeof(f->reason), fmt, ap);
+	mark_cut(f->reason, sizeof(f->reason), vsnprintf(f->reason, sizeof(f->reason), fmt, ap));
 	va_end(ap);
 	f->exec_code = 0;
 	return -1;
@@ -550,7 +597,8 @@ static int attach_step(struct builder *b, const char *step, int dirfd, const cha
 static int mount_at(const char *source, int target, const char *fstype, unsigned long flags, const char *data)
 {
 	char path[64];
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", target);
+	if (format(path, sizeof(path), "/proc/self/fd/%d", target) != 0)
+		return -1;
 	return mount(source, path, fstype, flags, data);
 }
 
@@ -559,7 +607,7 @@ static int mount_at(const char *source, int target, const char *fstype, unsigned
 static int tmpfs_at(struct builder *b, const char *path, const char *mode, int64_t size)
 {
 	char step[PATH_MAX + 16];
-	snprintf(step, sizeof(step), "create %s", path);
+	message(step, sizeof(step), "create %s", path);
 	int target;
 	if (strcmp(path, "/tmp") == 0 || strcmp(path, "/run") == 0) {
 		target = top_dir(b, path, step);
@@ -569,14 +617,13 @@ static int tmpfs_at(struct builder *b, const char *path, const char *mode, int64
 		return fail_errno(b->f, step, NULL);
 	}
 	char opts[128];
-	if (size > 0)
-		snprintf(opts, sizeof(opts), "mode=%s,size=%lld", mode, (long long)size);
-	else
-		snprintf(opts, sizeof(opts), "mode=%s", mode);
-	int err = mount_at("tmpfs", target, "tmpfs", FLAGS_FRESH, opts);
+	int err = size > 0 ? format(opts, sizeof(opts), "mode=%s,size=%lld", mode, (long long)size)
+			   : format(opts, sizeof(opts), "mode=%s", mode);
+	if (err == 0)
+		err = mount_at("tmpfs", target, "tmpfs", FLAGS_FRESH, opts);
 	close(target);
 	if (err != 0) {
-		snprintf(step, sizeof(step), "mount %s", path);
+		message(step, sizeof(step), "mount %s", path);
 		return fail_errno(b->f, step, NULL);
 	}
 	return 0;
@@ -590,17 +637,17 @@ static int open_verified(const char *path, uint64_t dev, uint64_t ino, char *why
 	int fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
 	char text[128];
 	if (fd < 0) {
-		snprintf(why, size, "openat2 %s: %s", path, errtext(errno, text, sizeof(text)));
+		message(why, size, "openat2 %s: %s", path, errtext(errno, text, sizeof(text)));
 		return -1;
 	}
 	struct stat st;
 	if (fstat(fd, &st) != 0) {
-		snprintf(why, size, "%s", errtext(errno, text, sizeof(text)));
+		message(why, size, "%s", errtext(errno, text, sizeof(text)));
 		close(fd);
 		return -1;
 	}
 	if ((uint64_t)st.st_dev != dev || (uint64_t)st.st_ino != ino) {
-		snprintf(why, size, "%s changed after it was checked", path);
+		message(why, size, "%s changed after it was checked", path);
 		close(fd);
 		return -1;
 	}
@@ -613,16 +660,15 @@ static int open_devices(int *fds, char *why, size_t size)
 {
 	for (size_t i = 0; i < NDEVICES; i++) {
 		char path[32];
-		snprintf(path, sizeof(path), "/dev/%s", host_devices[i].name);
-		fds[i] = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		fds[i] = format(path, sizeof(path), "/dev/%s", host_devices[i].name) != 0 ? -1 : open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 		struct stat st;
 		char text[128];
 		if (fds[i] < 0 || fstat(fds[i], &st) != 0) {
-			snprintf(why, size, "open %s: %s", path, errtext(errno, text, sizeof(text)));
+			message(why, size, "open %s: %s", path, errtext(errno, text, sizeof(text)));
 			return -1;
 		}
 		if (!S_ISCHR(st.st_mode) || major(st.st_rdev) != host_devices[i].major || minor(st.st_rdev) != host_devices[i].minor) {
-			snprintf(why, size, "%s is not the character device %u:%u", path, host_devices[i].major, host_devices[i].minor);
+			message(why, size, "%s is not the character device %u:%u", path, host_devices[i].major, host_devices[i].minor);
 			return -1;
 		}
 	}
@@ -639,7 +685,10 @@ static int is_missing(int tree, const char *rel)
 	if (cur < 0)
 		return -1;
 	char copy[PATH_MAX];
-	snprintf(copy, sizeof(copy), "%s", rel);
+	if (format(copy, sizeof(copy), "%s", rel) != 0) {
+		close(cur);
+		return -1;
+	}
 	char *save = NULL;
 	for (char *c = strtok_r(copy, "/", &save); c != NULL; c = strtok_r(NULL, "/", &save)) {
 		struct stat st;
@@ -753,7 +802,10 @@ static int plan_skeleton(struct builder *b, const int *trees, size_t ntrees)
 			err = fail_errno(b->f, "prepare mountpoints", points[i].path);
 			break;
 		}
-		snprintf(top, sizeof(top), "%s", rel);
+		if (format(top, sizeof(top), "%s", rel) != 0) {
+			err = fail_errno(b->f, "prepare mountpoints", points[i].path);
+			break;
+		}
 		char *slash = strchr(top, '/');
 		if (slash != NULL)
 			*slash = '\0';
@@ -809,32 +861,34 @@ static int host_top_level(struct builder *b, int host_tree)
 			type = S_ISLNK(st.st_mode) ? DT_LNK : S_ISDIR(st.st_mode) ? DT_DIR : S_ISREG(st.st_mode) ? DT_REG : DT_UNKNOWN;
 		}
 		if (in_list(host_top_level_replaced, name)) {
-			snprintf(step, sizeof(step), "create /%s", name);
+			message(step, sizeof(step), "create /%s", name);
 			if (mkdirat(b->root, name, 0755) != 0)
 				err = fail_errno(b->f, step, NULL);
 			continue;
 		}
 		if (type == DT_LNK) {
 			char target[PATH_MAX];
-			ssize_t n = readlinkat(host_tree, name, target, sizeof(target) - 1);
-			snprintf(step, sizeof(step), "read /%s", name);
+			ssize_t n = readlinkat(host_tree, name, target, sizeof(target));
+			message(step, sizeof(step), "read /%s", name);
+			if (n >= (ssize_t)sizeof(target)) /* no room for its end: cut */
+				errno = ENAMETOOLONG, n = -1;
 			if (n < 0) {
 				err = fail_errno(b->f, step, NULL);
 				continue;
 			}
 			target[n] = '\0';
-			snprintf(step, sizeof(step), "create /%s", name);
+			message(step, sizeof(step), "create /%s", name);
 			if (symlinkat(target, b->root, name) != 0)
 				err = fail_errno(b->f, step, NULL);
 		} else if (type == DT_DIR) {
-			snprintf(step, sizeof(step), "create /%s", name);
+			message(step, sizeof(step), "create /%s", name);
 			if (mkdirat(b->root, name, 0755) != 0) {
 				err = fail_errno(b->f, step, NULL);
 				continue;
 			}
 			int target = open_in_root(b->root, name);
 			if (target < 0) {
-				snprintf(step, sizeof(step), "bind /%s", name);
+				message(step, sizeof(step), "bind /%s", name);
 				err = fail_errno(b->f, step, NULL);
 				continue;
 			}
@@ -843,28 +897,28 @@ static int host_top_level(struct builder *b, int host_tree)
 				 * skeleton on top: mountpoints the host lacks exist in
 				 * the sandbox and nowhere else. */
 				char opts[2 * PATH_MAX];
-				snprintf(opts, sizeof(opts), "lowerdir=%s/%s:/%s", SKELETON, name, name);
-				snprintf(step, sizeof(step), "overlay /%s", name);
-				if (mount_at("jail-skeleton", target, "overlay", FLAGS_FRESH | MS_RDONLY, opts) != 0) {
+				message(step, sizeof(step), "overlay /%s", name);
+				if (format(opts, sizeof(opts), "lowerdir=%s/%s:/%s", SKELETON, name, name) != 0 ||
+				    mount_at("jail-skeleton", target, "overlay", FLAGS_FRESH | MS_RDONLY, opts) != 0) {
 					if (errno == EINVAL)
 						err = fail(b->f, step, "cannot add a mountpoint below /%s, which has mounts of its own beneath it", name);
 					else
 						err = fail_errno(b->f, step, NULL);
 				}
 			} else {
-				snprintf(step, sizeof(step), "bind /%s", name);
+				message(step, sizeof(step), "bind /%s", name);
 				err = attach_step(b, step, host_tree, name, target, ATTR_RO, true);
 			}
 			close(target);
 		} else if (type == DT_REG) {
-			snprintf(step, sizeof(step), "create /%s", name);
+			message(step, sizeof(step), "create /%s", name);
 			int f = openat(b->root, name, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0444);
 			if (f < 0) {
 				err = fail_errno(b->f, step, NULL);
 				continue;
 			}
 			close(f);
-			snprintf(step, sizeof(step), "bind /%s", name);
+			message(step, sizeof(step), "bind /%s", name);
 			int target = open_in_root(b->root, name);
 			if (target < 0) {
 				err = fail_errno(b->f, step, NULL);
@@ -882,7 +936,7 @@ static int host_top_level(struct builder *b, int host_tree)
 	const char *fixed[] = {"proc", "sys", "dev", "tmp", "run"};
 	for (size_t i = 0; i < 5; i++) {
 		if (mkdirat(b->root, fixed[i], 0755) != 0 && errno != EEXIST) {
-			snprintf(step, sizeof(step), "create /%s", fixed[i]);
+			message(step, sizeof(step), "create /%s", fixed[i]);
 			return fail_errno(b->f, step, NULL);
 		}
 	}
@@ -893,12 +947,10 @@ static int host_top_level(struct builder *b, int host_tree)
 static int stage(struct builder *b, int host_tree, const int *lowers)
 {
 	const struct config *c = b->cfg;
-	char opts[PATH_MAX * 2];
-	if (c->limits.upper_size > 0)
-		snprintf(opts, sizeof(opts), "mode=0700,size=%lld", (long long)c->limits.upper_size);
-	else
-		snprintf(opts, sizeof(opts), "mode=0700");
-	if (mount("jail-stage", STAGE_DIR, "tmpfs", FLAGS_FRESH, opts) != 0)
+	char opts[64];
+	int err = c->limits.upper_size > 0 ? format(opts, sizeof(opts), "mode=0700,size=%lld", (long long)c->limits.upper_size)
+					   : format(opts, sizeof(opts), "mode=0700");
+	if (err != 0 || mount("jail-stage", STAGE_DIR, "tmpfs", FLAGS_FRESH, opts) != 0)
 		return fail_errno(b->f, "mount staging tmpfs", NULL);
 	const char *dirs[] = {ROOT_DIR, MASK_DIR, SKELETON};
 	for (size_t i = 0; i < 3; i++)
@@ -925,11 +977,18 @@ static int stage(struct builder *b, int host_tree, const int *lowers)
 		 * under the stage, which now covers them. */
 		size_t size = 256 + 32 * c->rootfs.nlowers;
 		char *data = xcalloc(size, 1);
-		size_t n = (size_t)snprintf(data, size, "lowerdir=%s", SKELETON);
-		for (size_t i = 0; i < c->rootfs.nlowers; i++)
-			n += (size_t)snprintf(data + n, size - n, ":/proc/self/fd/%d", lowers[i]);
-		snprintf(data + n, size - n, ",upperdir=%s/upper,workdir=%s/work,userxattr", STAGE_DIR, STAGE_DIR);
-		int err = mount("jail-root", ROOT_DIR, "overlay", FLAGS_FRESH, data);
+		size_t n = 0;
+		int err = format(data, size, "lowerdir=%s", SKELETON);
+		for (size_t i = 0; err == 0 && i < c->rootfs.nlowers; i++) {
+			n += strlen(data + n);
+			err = format(data + n, size - n, ":/proc/self/fd/%d", lowers[i]);
+		}
+		if (err == 0) {
+			n += strlen(data + n);
+			err = format(data + n, size - n, ",upperdir=%s/upper,workdir=%s/work,userxattr", STAGE_DIR, STAGE_DIR);
+		}
+		if (err == 0)
+			err = mount("jail-root", ROOT_DIR, "overlay", FLAGS_FRESH, data);
 		free(data);
 		if (err != 0)
 			return fail_errno(b->f, "mount overlay root", NULL);
@@ -975,7 +1034,9 @@ static int ipc_limits(struct builder *b)
 	struct open_how how = {.flags = O_WRONLY | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS};
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
 		char text[32];
-		int n = snprintf(text, sizeof(text), "%lld\n", (long long)files[i].value);
+		if (format(text, sizeof(text), "%lld\n", (long long)files[i].value) != 0)
+			return fail_errno(b->f, "ipc limits", files[i].path);
+		ssize_t n = (ssize_t)strlen(text);
 		int fd = (int)syscall(SYS_openat2, b->root, files[i].path, &how, sizeof(how));
 		if (fd < 0)
 			return fail_errno(b->f, "ipc limits", files[i].path);
@@ -1018,11 +1079,11 @@ static int kernel_filesystems(struct builder *b, const int *devices)
 	for (size_t i = 0; i < NDEVICES; i++) {
 		int target = create_file(dev, host_devices[i].name);
 		if (target < 0) {
-			snprintf(step, sizeof(step), "create /dev/%s", host_devices[i].name);
+			message(step, sizeof(step), "create /dev/%s", host_devices[i].name);
 			err = fail_errno(b->f, step, NULL);
 			break;
 		}
-		snprintf(step, sizeof(step), "bind /dev/%s", host_devices[i].name);
+		message(step, sizeof(step), "bind /dev/%s", host_devices[i].name);
 		err = attach_step(b, step, devices[i], "", target, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false);
 		close(target);
 		if (err != 0)
@@ -1030,14 +1091,14 @@ static int kernel_filesystems(struct builder *b, const int *devices)
 	}
 	for (size_t i = 0; err == 0 && i < sizeof(dev_symlinks) / sizeof(dev_symlinks[0]); i++) {
 		if (symlinkat(dev_symlinks[i][1], dev, dev_symlinks[i][0]) != 0) {
-			snprintf(step, sizeof(step), "create /dev/%s", dev_symlinks[i][0]);
+			message(step, sizeof(step), "create /dev/%s", dev_symlinks[i][0]);
 			err = fail_errno(b->f, step, NULL);
 		}
 	}
 	const char *subdirs[] = {"pts", "shm", "mqueue"};
 	for (size_t i = 0; err == 0 && i < 3; i++) {
 		if (mkdirat(dev, subdirs[i], 0755) != 0) {
-			snprintf(step, sizeof(step), "create /dev/%s", subdirs[i]);
+			message(step, sizeof(step), "create /dev/%s", subdirs[i]);
 			err = fail_errno(b->f, step, NULL);
 		}
 	}
@@ -1070,7 +1131,7 @@ static int kernel_filesystems(struct builder *b, const int *devices)
 static int mask(struct builder *b, const char *path)
 {
 	char step[PATH_MAX + 16];
-	snprintf(step, sizeof(step), "mask %s", path);
+	message(step, sizeof(step), "mask %s", path);
 	int target = open_in_root(b->root, path);
 	/* Missing, or out of the init's reach (and so of the command's, which
 	 * has fewer privileges): nothing to hide. */
@@ -1116,7 +1177,7 @@ static int scratch(struct builder *b)
 static int bind_mount(struct builder *b, int src, const struct mount_spec *m)
 {
 	char step[PATH_MAX + 16];
-	snprintf(step, sizeof(step), "mount %s", m->destination);
+	message(step, sizeof(step), "mount %s", m->destination);
 	struct stat st;
 	if (fstat(src, &st) != 0)
 		return fail_errno(b->f, step, NULL);
@@ -1169,10 +1230,10 @@ static int masks(struct builder *b)
 		int target = open_in_root(b->root, path);
 		if (target < 0 && errno == ENOENT)
 			continue;
-		snprintf(step, sizeof(step), "open %s", path);
+		message(step, sizeof(step), "open %s", path);
 		if (target < 0)
 			return fail_errno(b->f, step, NULL);
-		snprintf(step, sizeof(step), "make %s read-only", path);
+		message(step, sizeof(step), "make %s read-only", path);
 		int err = attach_step(b, step, target, "", target, ATTR_RO | MOUNT_ATTR_NOEXEC, true);
 		close(target);
 		if (err != 0)
@@ -1226,7 +1287,7 @@ static int build_root(const struct config *c, struct failure *f)
 	for (size_t i = 0; i < c->rootfs.nlowers; i++) {
 		if ((lowers[i] = open_verified(c->rootfs.lowers[i].path, c->rootfs.lowers[i].dev, c->rootfs.lowers[i].ino, why, sizeof(why))) < 0) {
 			char step[PATH_MAX + 32];
-			snprintf(step, sizeof(step), "open root layer %s", c->rootfs.lowers[i].path);
+			message(step, sizeof(step), "open root layer %s", c->rootfs.lowers[i].path);
 			return fail(f, step, "%s", why);
 		}
 	}
@@ -1239,7 +1300,7 @@ static int build_root(const struct config *c, struct failure *f)
 		}
 		if ((sources[i] = open_verified(m->source, m->source_dev, m->source_ino, why, sizeof(why))) < 0) {
 			char step[PATH_MAX + 32];
-			snprintf(step, sizeof(step), "open mount source %s", m->source);
+			message(step, sizeof(step), "open mount source %s", m->source);
 			return fail(f, step, "%s", why);
 		}
 	}
@@ -1320,7 +1381,7 @@ static int enter_tasks(const int *fds, int nfds, struct failure *f)
 	for (int i = 0; i < nfds; i++) {
 		if (write(fds[i], "0", 1) != 1) {
 			char what[64];
-			snprintf(what, sizeof(what), "enter tasks file %d", i);
+			message(what, sizeof(what), "enter tasks file %d", i);
 			return fail_errno(f, "cgroup", what);
 		}
 	}
@@ -1353,8 +1414,9 @@ static int loopback_up(struct failure *f)
 		return fail_errno(f, "network", "loopback: socket");
 	struct ifreq ifr;
 	memset(&ifr, 0, sizeof(ifr));
-	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
-	int err = ioctl(fd, SIOCGIFFLAGS, &ifr);
+	int err = format(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+	if (err == 0)
+		err = ioctl(fd, SIOCGIFFLAGS, &ifr);
 	if (err == 0) {
 		ifr.ifr_flags |= IFF_UP;
 		err = ioctl(fd, SIOCSIFFLAGS, &ifr);
@@ -1478,7 +1540,7 @@ static int exec_failure(struct failure *f, int code, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(f->reason, sizeof(f->reason), fmt, ap);
+	mark_cut(f->reason, sizeof(f->reason), vsnprintf(f->reason, sizeof(f->reason), fmt, ap));
 	va_end(ap);
 	f->exec_code = code;
 	return -1;
@@ -1538,12 +1600,12 @@ static int look_path(const char *name, const char *path, const char *cwd, char *
 			return exec_failure(f, 126, "exec %s: a PATH entry is too long", name);
 		int code = check_executable(candidate);
 		if (code == 0) {
-			/* Fits: entry is shorter than PATH_MAX, as out is. */
-			snprintf(out, size, "%s", entry);
+			if (format(out, size, "%s", entry) != 0)
+				return exec_failure(f, 126, "exec %s: a PATH entry is too long", name);
 			return 0;
 		}
 		if (code == 126 && denied[0] == '\0')
-			snprintf(denied, sizeof(denied), "%s", candidate);
+			message(denied, sizeof(denied), "%s", candidate);
 		if (*end == '\0')
 			break;
 		p = end + 1;
@@ -1644,7 +1706,7 @@ static int spawn(const struct config *c, const struct process *p, const int stdi
 	struct stat st;
 	if (stat(p->cwd, &st) != 0 || !S_ISDIR(st.st_mode)) {
 		char step[PATH_MAX + 16];
-		snprintf(step, sizeof(step), "workdir %s", p->cwd);
+		message(step, sizeof(step), "workdir %s", p->cwd);
 		return fail(f, step, "no such directory in the sandbox");
 	}
 	if (!valid_program(&c->seccomp.allowlist) || (c->seccomp.denials.present && !valid_program(&c->seccomp.denials)) ||
