@@ -2,9 +2,11 @@
 // init over their private socketpair, and between a supervisor and its
 // forker (package forker), which starts inits on its behalf.
 //
-// Messages are length-prefixed binary records (wire.go) on a SOCK_STREAM
-// unix socket; file
-// descriptors (a pty master) travel as SCM_RIGHTS with the message header.
+// Messages are length-prefixed binary records on a SOCK_STREAM unix
+// socket, encoded by code that ./gen generates from the types of a Message
+// for both ends, this package's (wire_gen.go) and the C init's
+// (internal/programs/init/wire.h); file descriptors (a pty master) travel
+// as SCM_RIGHTS with the message header.
 // The socket exists only between the two processes: the init marks it
 // close-on-exec and is non-dumpable, so the sandboxed command can neither
 // inherit it nor reach it through /proc.

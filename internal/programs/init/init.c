@@ -198,7 +198,7 @@ static int fail_errno(struct failure *f, const char *step, const char *prefix)
 }
 
 /* ------------------------------------------------------------------ */
-/* The control protocol (internal/control/wire.go)                    */
+/* The control protocol (internal/control; wire.h is generated)      */
 /* ------------------------------------------------------------------ */
 
 /*
