@@ -45,3 +45,15 @@ func TestNoTruncatedPathRuns(t *testing.T) {
 		}
 	})
 }
+
+// TestACutMessageSaysSo: an error the init reports that is longer than its
+// buffer (a command name of 10000 bytes, in "jail: exec NAME: ...") ends
+// in "...", rather than passing for the whole message.
+func TestACutMessageSaysSo(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		r := jail(t, m, "run", "--", strings.Repeat("a", 10000))
+		if r.code != 126 || !strings.HasPrefix(r.stderr, "jail: exec aaaa") || !strings.HasSuffix(r.stderr, "...\n") {
+			t.Errorf("exit %d, stderr %d bytes ending %q; want 126 and a `jail: exec` line ending in ...", r.code, len(r.stderr), r.stderr[max(0, len(r.stderr)-40):])
+		}
+	})
+}
