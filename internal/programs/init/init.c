@@ -27,8 +27,11 @@
  * and report whatever the profile allows). Every path inside the new root
  * is resolved with openat2(RESOLVE_IN_ROOT), so no symlink of a root
  * filesystem can redirect a mount. Input comes only from the supervisor
- * and is still decoded defensively: every count is checked against what
- * the message holds, every string must be free of NUL bytes.
+ * and is still decoded defensively (wire.h, generated): every count is
+ * checked against what the message holds, every string must be free of
+ * NUL bytes. Every fixed-size buffer is written through format (a path or
+ * option that does not fit is an error) or message (a cut text ends in
+ * "...").
  */
 #define _GNU_SOURCE
 #include <dirent.h>
