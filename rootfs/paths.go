@@ -3,9 +3,9 @@
 // CheckDestination, CheckWorkdir) and the host paths every sandbox masks
 // beyond the fixed lists (HomeMasks, CredentialNames). The root itself is
 // built by the sandbox's init, in C (internal/programs/init/init.c, whose
-// build_root states the order of the steps and holds the fixed lists of
-// what is masked, made read-only and replaced); nothing here runs in the
-// sandbox.
+// build_root states the order of the steps; the fixed lists of what is
+// masked, made read-only and replaced are package layout's, generated into
+// the init's layout.h); nothing here runs in the sandbox.
 package rootfs
 
 import (

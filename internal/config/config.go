@@ -11,14 +11,19 @@ package config
 import "github.com/jail-sandbox/jail/seccomp/filter"
 
 // Init is everything the init stage needs to build and start a sandbox.
+//
+// These types are the control protocol's description: the supervisor's
+// encoder and the C init's decoder are generated from their fields, in
+// declaration order, and their wire tags (internal/control/gen). After a
+// change here, run go generate ./internal/control.
 type Init struct {
 	Rootfs   Rootfs   `json:"rootfs"`
 	Mounts   []Mount  `json:"mounts,omitempty"`
 	Hostname string   `json:"hostname"`
 	Process  Process  `json:"process"`
 	Limits   Limits   `json:"limits"`
-	Masks    []string `json:"masks,omitempty"`     // extra paths to hide, beyond the built-in lists
-	ReadOnly []string `json:"read_only,omitempty"` // extra paths to make read-only
+	Masks    []string `json:"masks,omitempty"`                              // extra paths to hide, beyond the built-in lists
+	ReadOnly []string `json:"read_only,omitempty" wire:"c=read_only_paths"` // extra paths to make read-only
 	// Seccomp is the profile's compiled filter, loaded last before exec.
 	Seccomp filter.Filter `json:"seccomp"`
 	// EnterCgroup: a cgroup message follows this description, with the
@@ -71,8 +76,8 @@ type Mount struct {
 	SourceDev uint64 `json:"source_dev"`
 	SourceIno uint64 `json:"source_ino"`
 	// SourceUID and SourceGID own the source on the host.
-	SourceUID int `json:"source_uid"`
-	SourceGID int `json:"source_gid"`
+	SourceUID int `json:"source_uid" wire:"min=-1,max=4294967295"`
+	SourceGID int `json:"source_gid" wire:"min=-1,max=4294967295"`
 	// SourceIsDir tells whether the mountpoint to create is a directory.
 	SourceIsDir bool `json:"source_is_dir"`
 	// Destination is an absolute, clean path inside the sandbox.
@@ -81,7 +86,7 @@ type Mount struct {
 	// FD, when not -1, is the init's file descriptor of a detached mount
 	// (already id-mapped by the supervisor) to attach instead of binding
 	// Source.
-	FD int `json:"fd"`
+	FD int `json:"fd" wire:"min=-1"`
 }
 
 // Process is the command the sandbox runs.
@@ -112,11 +117,11 @@ type Limits struct {
 	// runs: the fallback where no cgroup can hold the sandbox.
 	RlimitData  int64 `json:"rlimit_data,omitempty"`
 	RlimitNproc int64 `json:"rlimit_nproc,omitempty"`
-	// RlimitStack, when not 0, is the hard limit of RLIMIT_STACK (the soft
-	// one at most 8 MiB): a stack's growth is not data.
-	RlimitStack int64 `json:"rlimit_stack,omitempty"`
 	// SysVShm, when not 0, bounds the System V shared memory of the
 	// sandbox's ipc namespace (kernel.shmmax and shmall): the fallback
 	// too, since no cgroup charges it.
-	SysVShm int64 `json:"sysv_shm,omitempty"`
+	SysVShm int64 `json:"sysv_shm,omitempty" wire:"c=sysv_shm"`
+	// RlimitStack, when not 0, is the hard limit of RLIMIT_STACK (the soft
+	// one at most 8 MiB): a stack's growth is not data.
+	RlimitStack int64 `json:"rlimit_stack,omitempty"`
 }

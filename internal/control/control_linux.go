@@ -2,9 +2,11 @@
 // init over their private socketpair, and between a supervisor and its
 // forker (package forker), which starts inits on its behalf.
 //
-// Messages are length-prefixed binary records (wire.go) on a SOCK_STREAM
-// unix socket; file
-// descriptors (a pty master) travel as SCM_RIGHTS with the message header.
+// Messages are length-prefixed binary records on a SOCK_STREAM unix
+// socket, encoded by code that ./gen generates from the types of a Message
+// for both ends, this package's (wire_gen.go) and the C init's
+// (internal/programs/init/wire.h); file descriptors (a pty master) travel
+// as SCM_RIGHTS with the message header.
 // The socket exists only between the two processes: the init marks it
 // close-on-exec and is non-dumpable, so the sandboxed command can neither
 // inherit it nor reach it through /proc.
@@ -50,34 +52,30 @@ const (
 	KindReaped  = "reaped"
 )
 
-// MaxFiles bounds the descriptors one message may carry: a spawn passes an
-// init's stdio, control socket, cgroup directory and the plan's files.
-const MaxFiles = 64
-
-// maxMessage bounds one message, so a confused peer cannot make the other
-// side allocate without limit.
-const maxMessage = 64 << 20
-
-// Message is one unit of the protocol.
+// Message is one unit of the protocol. It and the types it holds are the
+// protocol's one description: the Go and C ends (wire_gen.go, and the C
+// init's internal/programs/init/wire.h) are generated from their fields, in
+// declaration order, and their wire tags by go generate (./gen). MaxFiles,
+// maxMessage and the version are gen's.
 type Message struct {
-	Kind   string
-	Config *config.Init
-	// Process, in a release, replaces Config.Process: the command of a
-	// sandbox that was built before anyone asked for it (see jail.Pool).
-	Process *config.Process
+	Kind string
 	// Step and Reason describe a setup error: "jail: <step>: <reason>".
 	Step   string
 	Reason string
 	// Code is the exit status (KindExit, KindExecError); Signal the signal
 	// that killed the command, or 0.
 	Code   int
-	Signal int
-	Pid    int
+	Signal int `wire:"min=0,max=128"`
+	Pid    int `wire:"min=0"`
 	// Running and Built, in a KindReady, are when the init's own code
 	// began (its runtime and package initialisation done) and when its
 	// root filesystem was built, as Now reads them. The benchmarks split
 	// a start by them.
 	Running, Built int64
+	Config         *config.Init
+	// Process, in a release, replaces Config.Process: the command of a
+	// sandbox that was built before anyone asked for it (see jail.Pool).
+	Process *config.Process
 	// Spawn, in a KindSpawn, is the process the forker is to start.
 	Spawn *Spawn
 }
@@ -123,9 +121,9 @@ type Spawn struct {
 	Setgroups   bool
 	Credential  bool
 	UID, GID    uint32
-	AmbientCaps []uint64
+	AmbientCaps []uint64 `wire:"max=63"`
 	Setsid      bool
-	Pdeathsig   int
+	Pdeathsig   int `wire:"min=0,max=64"`
 
 	// CgroupEnter are the v1 tasks files the forking thread writes "0" to
 	// before the fork, so that the child is born in the cgroup;
@@ -135,12 +133,12 @@ type Spawn struct {
 
 	// Owner, when not -1, is the host uid that creates the child's user
 	// namespace (spawn.StartAs).
-	Owner int
+	Owner int `wire:"min=-1,max=4294967295"`
 }
 
 // IDMap is one line of a uid or gid map.
 type IDMap struct {
-	ContainerID, HostID, Size int
+	ContainerID, HostID, Size int `wire:"min=0,max=4294967295"`
 }
 
 // Conn is one end of the control socket.
@@ -190,7 +188,13 @@ func (c *Conn) Hangup() error {
 
 // Send writes one message, with files passed as SCM_RIGHTS.
 func (c *Conn) Send(m Message, files ...*os.File) error {
-	body := encode(m)
+	body, err := encode(m)
+	if err != nil {
+		return fmt.Errorf("control: send %s: %w", m.Kind, err)
+	}
+	if len(body) > maxMessage {
+		return fmt.Errorf("control: send %s: %d bytes, at most %d", m.Kind, len(body), maxMessage)
+	}
 	buf := make([]byte, 4+len(body))
 	binary.LittleEndian.PutUint32(buf, uint32(len(body)))
 	copy(buf[4:], body)

@@ -2,6 +2,7 @@ package control
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/jail-sandbox/jail/internal/config"
@@ -38,15 +39,30 @@ func fill(v reflect.Value, n *int) {
 	}
 }
 
-// TestWireRoundTrip: every field of a message, its description included,
-// comes back as it went.
-func TestWireRoundTrip(t *testing.T) {
+// filled is a message with every field set, within the decoder's bounds.
+func filled() Message {
 	var m Message
 	n := 0
 	fill(reflect.ValueOf(&m).Elem(), &n)
 	m.Signal = 9 // the decoder bounds these
 	m.Spawn.Pdeathsig, m.Spawn.AmbientCaps = 9, []uint64{21, 38}
-	got, err := decode(encode(m))
+	return m
+}
+
+func mustEncode(t testing.TB, m Message) []byte {
+	t.Helper()
+	body, err := encode(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return body
+}
+
+// TestWireRoundTrip: every field of a message, its description included,
+// comes back as it went.
+func TestWireRoundTrip(t *testing.T) {
+	m := filled()
+	got, err := decode(mustEncode(t, m))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +72,7 @@ func TestWireRoundTrip(t *testing.T) {
 	// A nil second program stays nil; an empty list may come back nil.
 	m = Message{Kind: KindConfig, Config: &config.Init{}}
 	m.Config.Seccomp.Allowlist = []byte{1, 2, 3, 4, 5, 6, 7, 8}
-	if got, err := decode(encode(m)); err != nil || got.Config.Seccomp.Denials != nil {
+	if got, err := decode(mustEncode(t, m)); err != nil || got.Config.Seccomp.Denials != nil {
 		t.Errorf("nil denials: %v %v", err, got.Config)
 	}
 }
@@ -64,12 +80,7 @@ func TestWireRoundTrip(t *testing.T) {
 // TestWireRejectsDamage: every truncation, and bytes past the end, are
 // errors, never a panic or a half-filled message taken as whole.
 func TestWireRejectsDamage(t *testing.T) {
-	var m Message
-	n := 0
-	fill(reflect.ValueOf(&m).Elem(), &n)
-	m.Signal = 9
-	m.Spawn.Pdeathsig, m.Spawn.AmbientCaps = 9, []uint64{21, 38}
-	body := encode(m)
+	body := mustEncode(t, filled())
 	for i := 0; i < len(body); i++ {
 		if _, err := decode(body[:i]); err == nil {
 			t.Fatalf("a message cut at %d of %d bytes decoded", i, len(body))
@@ -78,20 +89,38 @@ func TestWireRejectsDamage(t *testing.T) {
 	if _, err := decode(append(body, 0)); err == nil {
 		t.Error("trailing bytes accepted")
 	}
-	huge := encode(Message{Kind: KindExit})
+	huge := mustEncode(t, Message{Kind: KindExit})
 	huge = append(huge[:1], 0xff, 0xff, 0xff, 0xff, 0x0f) // a length of 4 GiB
 	if _, err := decode(huge); err == nil {
 		t.Error("a length past the end accepted")
 	}
 }
 
+// TestWireRefusesNUL: a string with a NUL byte, which the C init could only
+// cut short, is refused by the encoder, naming it, and by the decoder.
+func TestWireRefusesNUL(t *testing.T) {
+	m := Message{Kind: KindConfig, Config: &config.Init{Process: config.Process{Args: []string{"sh", "-c", "true\x00; rm -rf /"}}}}
+	if _, err := encode(m); err == nil || !strings.Contains(err.Error(), "NUL") {
+		t.Errorf("encoding a NUL byte: %v", err)
+	}
+	body := mustEncode(t, Message{Kind: "ab"})
+	body[2] = 0 // the kind's first byte
+	if _, err := decode(body); err == nil {
+		t.Error("a NUL byte decoded")
+	}
+}
+
 func FuzzDecode(f *testing.F) {
-	f.Add(encode(Message{Kind: KindConfig, Config: &config.Init{Hostname: "h"}}))
+	f.Add(mustEncode(f, Message{Kind: KindConfig, Config: &config.Init{Hostname: "h"}}))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		m, err := decode(body)
 		if err == nil {
-			if _, err := decode(encode(m)); err != nil {
-				t.Errorf("re-encoding a decoded message fails: %v", err)
+			again, err := encode(m)
+			if err != nil {
+				t.Fatalf("re-encoding a decoded message fails: %v", err)
+			}
+			if _, err := decode(again); err != nil {
+				t.Errorf("decoding a re-encoded message fails: %v", err)
 			}
 		}
 	})

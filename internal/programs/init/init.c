@@ -30,8 +30,11 @@
  * and report whatever the profile allows). Every path inside the new root
  * is resolved with openat2(RESOLVE_IN_ROOT), so no symlink of a root
  * filesystem can redirect a mount. Input comes only from the supervisor
- * and is still decoded defensively: every count is checked against what
- * the message holds, every string must be free of NUL bytes.
+ * and is still decoded defensively (wire.h, generated): every count is
+ * checked against what the message holds, every string must be free of
+ * NUL bytes. Every fixed-size buffer is written through format (a path or
+ * option that does not fit is an error) or message (a cut text ends in
+ * "...").
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -107,6 +110,53 @@ static int close_range(unsigned int first, unsigned int last, int flags)
 /* ------------------------------------------------------------------ */
 
 /*
+ * Every fixed-size buffer is written through one of these two. format is
+ * for what is used (a path, mount options): one that does not fit is an
+ * error (ENAMETOOLONG), never a shorter path or option used instead.
+ * message is for what is only read by people (a step, a reason): one that
+ * does not fit ends in "...", so a cut message says it is cut.
+ */
+static int format(char *buf, size_t size, const char *fmt, ...) __attribute__((__format__(__printf__, 3, 4)));
+
+static int format(char *buf, size_t size, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf, size, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= size) {
+		if (size > 0)
+			buf[0] = '\0';
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return 0;
+}
+
+/* mark_cut ends buf (of size bytes) in "..." when n, what vsnprintf
+ * wanted to write, did not fit. */
+static void mark_cut(char *buf, size_t size, int n)
+{
+	if (n >= 0 && (size_t)n < size)
+		return;
+	if (size >= 4)
+		memcpy(buf + size - 4, "...", 4);
+	else if (size > 0)
+		buf[0] = '\0';
+}
+
+static void message(char *buf, size_t size, const char *fmt, ...) __attribute__((__format__(__printf__, 3, 4)));
+
+static void message(char *buf, size_t size, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf, size, fmt, ap);
+	va_end(ap);
+	mark_cut(buf, size, n);
+}
+
+/*
  * A failure is reported to the supervisor as "jail: <step>: <reason>", or,
  * when the command itself cannot be started, as an exec error with the
  * status the caller gets (126, 127).
@@ -136,9 +186,9 @@ static int fail(struct failure *f, const char *step, const char *fmt, ...)
 static int fail(struct failure *f, const char *step, const char *fmt, ...)
 {
 	va_list ap;
-	snprintf(f->step, sizeof(f->step), "%s", step);
+	message(f->step, sizeof(f->step), "%s", step);
 	va_start(ap, fmt);
-	vsnprintf(f->reason, sizeof(f->reason), fmt, ap);
+	mark_cut(f->reason, sizeof(f->reason), vsnprintf(f->reason, sizeof(f->reason), fmt, ap));
 	va_end(ap);
 	f->exec_code = 0;
 	return -1;
@@ -155,282 +205,35 @@ static int fail_errno(struct failure *f, const char *step, const char *prefix)
 }
 
 /* ------------------------------------------------------------------ */
-/* The control protocol (internal/control/wire.go)                    */
+/* The control protocol (internal/control; wire.h is generated)      */
 /* ------------------------------------------------------------------ */
+
+/*
+ * The message records, their decoder and encoder are generated from the
+ * protocol's Go types (internal/control/gen): wire.h.
+ */
+#include "wire.h"
 
 enum {
 	CONTROL_FD = 3,
-	WIRE_VERSION = 1,
-	MAX_FILES = 64,          /* control.MaxFiles */
-	MAX_MESSAGE = 64 << 20,  /* control's maxMessage */
+	MAX_FILES = WIRE_MAX_FILES,
+	MAX_MESSAGE = WIRE_MAX_MESSAGE,
 	BPF_MAX_INSNS = 4096,
 };
 
-struct process {
-	char **args;
-	size_t nargs;
-	char **env;
-	size_t nenv;
-	char *cwd;
-	uint32_t uid, gid;
-	bool switch_user, tty;
-	uint16_t rows, cols;
-};
-
-struct layer {
-	char *path;
-	uint64_t dev, ino;
-};
-
-struct mount_spec {
-	char *source;
-	uint64_t dev, ino;
-	bool is_dir;
-	char *destination;
-	bool writable;
-	int fd; /* a detached mount made by the supervisor, or -1 */
-};
-
-struct program {
-	bool present;
-	unsigned char *code;
-	size_t len;
-};
-
-struct config {
-	bool host_tree;
-	struct layer *lowers;
-	size_t nlowers;
-	bool read_only;
-	char *home;
-	struct mount_spec *mounts;
-	size_t nmounts;
-	char *hostname;
-	struct process process;
-	int64_t tmp_size, run_size, shm_size, upper_size, home_size;
-	int64_t rlimit_data, rlimit_nproc, sysv_shm, rlimit_stack;
-	char **masks;
-	size_t nmasks;
-	char **read_only_paths;
-	size_t nread_only;
-	struct program allowlist, denials, guard;
-	bool enter_cgroup, take_root;
-	uint64_t capabilities; /* the bounding set kept: bit N, capability N */
-};
-
+/* message is one message received, and the descriptors sent with it. */
 struct message {
-	char *kind;
-	struct config *config;
-	struct process *process;
+	struct wire_message body;
+	const char *kind;
+	const struct config *config;
+	const struct process *process;
 	int fds[MAX_FILES];
 	int nfds;
 };
 
-/* reader walks a message body; any error empties it and sets bad. */
-struct reader {
-	const unsigned char *p;
-	size_t n;
-	bool bad;
-};
-
-static void reader_fail(struct reader *r)
-{
-	r->bad = true;
-	r->n = 0;
-}
-
-static uint64_t read_uint(struct reader *r)
-{
-	uint64_t v = 0;
-	for (size_t i = 0; i < r->n && i < 10; i++) {
-		unsigned char c = r->p[i];
-		if (i == 9 && c > 1)
-			break;
-		v |= (uint64_t)(c & 0x7f) << (7 * i);
-		if ((c & 0x80) == 0) {
-			r->p += i + 1;
-			r->n -= i + 1;
-			return v;
-		}
-	}
-	reader_fail(r);
-	return 0;
-}
-
-static int64_t read_int(struct reader *r)
-{
-	uint64_t u = read_uint(r);
-	int64_t v = (int64_t)(u >> 1);
-	return (u & 1) ? ~v : v;
-}
-
-static int64_t read_int_in(struct reader *r, int64_t lo, int64_t hi)
-{
-	int64_t v = read_int(r);
-	if (v < lo || v > hi)
-		reader_fail(r);
-	return v;
-}
-
-static uint64_t read_uint_below(struct reader *r, uint64_t max)
-{
-	uint64_t v = read_uint(r);
-	if (v > max)
-		reader_fail(r);
-	return v;
-}
-
-/* read_count reads a length no larger than what is left. */
-static size_t read_count(struct reader *r)
-{
-	uint64_t n = read_uint(r);
-	if (n > r->n) {
-		reader_fail(r);
-		return 0;
-	}
-	return (size_t)n;
-}
-
-static bool read_bool(struct reader *r)
-{
-	if (r->n == 0 || r->p[0] > 1) {
-		reader_fail(r);
-		return false;
-	}
-	bool b = r->p[0] == 1;
-	r->p++;
-	r->n--;
-	return b;
-}
-
 static void *xcalloc(size_t n, size_t size)
 {
-	void *p = calloc(n == 0 ? 1 : n, size);
-	if (p == NULL)
-		_exit(1);
-	return p;
-}
-
-/* read_string returns a NUL-terminated copy; a NUL inside is refused. */
-static char *read_string(struct reader *r)
-{
-	size_t n = read_count(r);
-	char *s = xcalloc(n + 1, 1);
-	if (n > 0) {
-		memcpy(s, r->p, n);
-		r->p += n;
-		r->n -= n;
-		if (memchr(s, '\0', n) != NULL)
-			reader_fail(r);
-	}
-	return s;
-}
-
-static char **read_strings(struct reader *r, size_t *count)
-{
-	size_t n = read_count(r);
-	char **list = xcalloc(n + 1, sizeof(char *));
-	for (size_t i = 0; i < n; i++)
-		list[i] = read_string(r);
-	*count = r->bad ? 0 : n;
-	return list;
-}
-
-static void read_program(struct reader *r, struct program *p)
-{
-	p->present = read_bool(r);
-	if (!p->present)
-		return;
-	p->len = read_count(r);
-	p->code = xcalloc(p->len, 1);
-	memcpy(p->code, r->p, p->len);
-	r->p += p->len;
-	r->n -= p->len;
-}
-
-static void read_process(struct reader *r, struct process *p)
-{
-	p->args = read_strings(r, &p->nargs);
-	p->env = read_strings(r, &p->nenv);
-	p->cwd = read_string(r);
-	p->uid = (uint32_t)read_uint_below(r, UINT32_MAX);
-	p->gid = (uint32_t)read_uint_below(r, UINT32_MAX);
-	p->switch_user = read_bool(r);
-	p->tty = read_bool(r);
-	p->rows = (uint16_t)read_uint_below(r, UINT16_MAX);
-	p->cols = (uint16_t)read_uint_below(r, UINT16_MAX);
-}
-
-static struct config *read_config(struct reader *r)
-{
-	struct config *c = xcalloc(1, sizeof(*c));
-	c->host_tree = read_bool(r);
-	c->nlowers = read_count(r);
-	c->lowers = xcalloc(c->nlowers, sizeof(*c->lowers));
-	for (size_t i = 0; i < c->nlowers; i++) {
-		c->lowers[i].path = read_string(r);
-		c->lowers[i].dev = read_uint(r);
-		c->lowers[i].ino = read_uint(r);
-	}
-	c->read_only = read_bool(r);
-	c->home = read_string(r);
-	c->nmounts = read_count(r);
-	c->mounts = xcalloc(c->nmounts, sizeof(*c->mounts));
-	for (size_t i = 0; i < c->nmounts; i++) {
-		struct mount_spec *m = &c->mounts[i];
-		m->source = read_string(r);
-		m->dev = read_uint(r);
-		m->ino = read_uint(r);
-		(void)read_int_in(r, -1, UINT32_MAX); /* source uid: the supervisor's */
-		(void)read_int_in(r, -1, UINT32_MAX); /* source gid */
-		m->is_dir = read_bool(r);
-		m->destination = read_string(r);
-		m->writable = read_bool(r);
-		m->fd = (int)read_int_in(r, -1, INT32_MAX);
-	}
-	c->hostname = read_string(r);
-	read_process(r, &c->process);
-	int64_t *limits[] = {&c->tmp_size, &c->run_size, &c->shm_size, &c->upper_size,
-			     &c->home_size, &c->rlimit_data, &c->rlimit_nproc, &c->sysv_shm, &c->rlimit_stack};
-	for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++)
-		*limits[i] = read_int(r);
-	c->masks = read_strings(r, &c->nmasks);
-	c->read_only_paths = read_strings(r, &c->nread_only);
-	read_program(r, &c->allowlist);
-	read_program(r, &c->denials);
-	read_program(r, &c->guard);
-	c->enter_cgroup = read_bool(r);
-	c->take_root = read_bool(r);
-	c->capabilities = read_uint(r);
-	if (r->bad)
-		c->nlowers = c->nmounts = 0;
-	return c;
-}
-
-/* decode fills m from body; it fails on anything but a whole, valid body. */
-static int decode(const unsigned char *body, size_t size, struct message *m)
-{
-	struct reader r = {body, size, false};
-	if (read_uint(&r) != WIRE_VERSION)
-		return -1;
-	m->kind = read_string(&r);
-	free(read_string(&r)); /* step */
-	free(read_string(&r)); /* reason */
-	(void)read_int_in(&r, INT32_MIN, INT32_MAX); /* code */
-	(void)read_int_in(&r, 0, 128);                /* signal */
-	(void)read_int_in(&r, 0, INT32_MAX);          /* pid */
-	(void)read_int(&r);                           /* running */
-	(void)read_int(&r);                           /* built */
-	if (read_bool(&r))
-		m->config = read_config(&r);
-	if (read_bool(&r)) {
-		m->process = xcalloc(1, sizeof(*m->process));
-		read_process(&r, m->process);
-	}
-	/* A spawn is for a forker, never for an init. */
-	if (read_bool(&r))
-		reader_fail(&r);
-	return r.bad || r.n != 0 ? -1 : 0;
+	return wire_alloc(n, size);
 }
 
 static int read_full(int fd, void *buf, size_t size)
@@ -486,51 +289,15 @@ static int recv_message(int sock, struct message *m)
 	if (size > MAX_MESSAGE)
 		return -1;
 	unsigned char *body = xcalloc(size, 1);
-	int ok = read_full(sock, body, size) == 0 && decode(body, size, m) == 0;
+	int ok = read_full(sock, body, size) == 0 && wire_decode(body, size, &m->body) == 0;
 	free(body);
-	return ok ? 0 : -1;
-}
-
-/* writer builds a message body in a growing buffer. */
-struct writer {
-	unsigned char *buf;
-	size_t len, cap;
-};
-
-static void put_byte(struct writer *w, unsigned char c)
-{
-	if (w->len == w->cap) {
-		w->cap = w->cap ? 2 * w->cap : 256;
-		w->buf = realloc(w->buf, w->cap);
-		if (w->buf == NULL)
-			_exit(1);
-	}
-	w->buf[w->len++] = c;
-}
-
-static void put_uint(struct writer *w, uint64_t v)
-{
-	while (v >= 0x80) {
-		put_byte(w, (unsigned char)(v | 0x80));
-		v >>= 7;
-	}
-	put_byte(w, (unsigned char)v);
-}
-
-static void put_int(struct writer *w, int64_t v)
-{
-	uint64_t u = (uint64_t)v << 1;
-	if (v < 0)
-		u = ~u;
-	put_uint(w, u);
-}
-
-static void put_string(struct writer *w, const char *s)
-{
-	size_t n = strlen(s);
-	put_uint(w, n);
-	for (size_t i = 0; i < n; i++)
-		put_byte(w, (unsigned char)s[i]);
+	/* A spawn is for a forker, never for an init. */
+	if (!ok || m->body.spawn != NULL)
+		return -1;
+	m->kind = m->body.kind;
+	m->config = m->body.config;
+	m->process = m->body.process;
+	return 0;
 }
 
 /* report is a message from the init: the fields an init ever sets. */
@@ -542,20 +309,15 @@ struct report {
 
 static int send_report(int sock, const struct report *rep, const int *fds, int nfds)
 {
-	struct writer w = {0};
+	struct wire_writer w = {0};
 	for (int i = 0; i < 4; i++)
-		put_byte(&w, 0); /* the length, filled in below */
-	put_uint(&w, WIRE_VERSION);
-	put_string(&w, rep->kind);
-	put_string(&w, rep->step ? rep->step : "");
-	put_string(&w, rep->reason ? rep->reason : "");
-	put_int(&w, rep->code);
-	put_int(&w, rep->signal);
-	put_int(&w, rep->pid);
-	put_int(&w, rep->running);
-	put_int(&w, rep->built);
-	for (int i = 0; i < 3; i++)
-		put_byte(&w, 0); /* no config, process or spawn */
+		wire_put_byte(&w, 0); /* the length, filled in below */
+	struct wire_message body = {
+		.kind = (char *)rep->kind, .step = (char *)rep->step, .reason = (char *)rep->reason,
+		.code = rep->code, .signal = rep->signal, .pid = rep->pid,
+		.running = rep->running, .built = rep->built,
+	};
+	wire_encode(&w, &body);
 	uint32_t size = (uint32_t)(w.len - 4);
 	for (int i = 0; i < 4; i++)
 		w.buf[i] = (unsigned char)(size >> (8 * i));
@@ -611,42 +373,8 @@ static void report_failure(int sock, const struct failure *f)
 /* Paths inside the new root                                          */
 /* ------------------------------------------------------------------ */
 
-/* What every sandbox masks, makes read-only, replaces and binds. */
-static const char *const host_masked[] = {
-	"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
-	"/etc/sudoers", "/etc/security/opasswd",
-	"/var/run/docker.sock", "/var/run/containerd/containerd.sock",
-	"/etc/sudoers.d", "/etc/ssl/private", "/var/lib/sudo",
-	"/var/lib/docker", "/var/lib/containerd", "/var/lib/containers",
-	"/var/spool/cron/crontabs", "/var/lib/jail",
-	/* Host services' unix sockets outside /run and /tmp: a read-only
-	 * mount does not stop connect() (README, Known limits). */
-	"/var/lib/mysql", "/var/lib/sss/pipes", "/var/spool/postfix/private",
-	"/var/spool/postfix/public", "/var/lib/libvirt", "/var/lib/lxd",
-	"/var/snap/lxd/common/lxd", "/var/lib/incus", "/var/lib/rancher", NULL,
-};
-static const char *const host_masked_globs[] = {"/etc/ssh/ssh_host_*_key", NULL};
-static const char *const kernel_masked[] = {
-	"/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sched_debug",
-	"/proc/latency_stats", "/proc/timer_stats", "/proc/sysrq-trigger",
-	"/proc/acpi", "/proc/scsi", "/sys/firmware", NULL,
-};
-static const char *const proc_read_only[] = {"/proc/sys", "/proc/irq", "/proc/bus", "/proc/fs", NULL};
-static const char *const host_top_level_replaced[] = {"proc", "sys", "dev", "tmp", "run", "home", "root", NULL};
-
-struct host_device {
-	const char *name;
-	unsigned major, minor;
-};
-static const struct host_device host_devices[] = {
-	{"null", 1, 3}, {"zero", 1, 5}, {"full", 1, 7},
-	{"random", 1, 8}, {"urandom", 1, 9}, {"tty", 5, 0},
-};
-#define NDEVICES (sizeof(host_devices) / sizeof(host_devices[0]))
-static const char *const dev_symlinks[][2] = {
-	{"fd", "/proc/self/fd"}, {"stdin", "/proc/self/fd/0"}, {"stdout", "/proc/self/fd/1"},
-	{"stderr", "/proc/self/fd/2"}, {"ptmx", "pts/ptmx"}, {"core", "/proc/kcore"},
-};
+/* The lists, generated from package layout (internal/layout). */
+#include "layout.h"
 
 static bool in_list(const char *const *list, const char *s)
 {
@@ -876,7 +604,8 @@ static int attach_step(struct builder *b, const char *step, int dirfd, const cha
 static int mount_at(const char *source, int target, const char *fstype, unsigned long flags, const char *data)
 {
 	char path[64];
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", target);
+	if (format(path, sizeof(path), "/proc/self/fd/%d", target) != 0)
+		return -1;
 	return mount(source, path, fstype, flags, data);
 }
 
@@ -885,7 +614,7 @@ static int mount_at(const char *source, int target, const char *fstype, unsigned
 static int tmpfs_at(struct builder *b, const char *path, const char *mode, int64_t size)
 {
 	char step[PATH_MAX + 16];
-	snprintf(step, sizeof(step), "create %s", path);
+	message(step, sizeof(step), "create %s", path);
 	int target;
 	if (strcmp(path, "/tmp") == 0 || strcmp(path, "/run") == 0) {
 		target = top_dir(b, path, step);
@@ -895,14 +624,13 @@ static int tmpfs_at(struct builder *b, const char *path, const char *mode, int64
 		return fail_errno(b->f, step, NULL);
 	}
 	char opts[128];
-	if (size > 0)
-		snprintf(opts, sizeof(opts), "mode=%s,size=%lld", mode, (long long)size);
-	else
-		snprintf(opts, sizeof(opts), "mode=%s", mode);
-	int err = mount_at("tmpfs", target, "tmpfs", FLAGS_FRESH, opts);
+	int err = size > 0 ? format(opts, sizeof(opts), "mode=%s,size=%lld", mode, (long long)size)
+			   : format(opts, sizeof(opts), "mode=%s", mode);
+	if (err == 0)
+		err = mount_at("tmpfs", target, "tmpfs", FLAGS_FRESH, opts);
 	close(target);
 	if (err != 0) {
-		snprintf(step, sizeof(step), "mount %s", path);
+		message(step, sizeof(step), "mount %s", path);
 		return fail_errno(b->f, step, NULL);
 	}
 	return 0;
@@ -916,17 +644,17 @@ static int open_verified(const char *path, uint64_t dev, uint64_t ino, char *why
 	int fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
 	char text[128];
 	if (fd < 0) {
-		snprintf(why, size, "openat2 %s: %s", path, errtext(errno, text, sizeof(text)));
+		message(why, size, "openat2 %s: %s", path, errtext(errno, text, sizeof(text)));
 		return -1;
 	}
 	struct stat st;
 	if (fstat(fd, &st) != 0) {
-		snprintf(why, size, "%s", errtext(errno, text, sizeof(text)));
+		message(why, size, "%s", errtext(errno, text, sizeof(text)));
 		close(fd);
 		return -1;
 	}
 	if ((uint64_t)st.st_dev != dev || (uint64_t)st.st_ino != ino) {
-		snprintf(why, size, "%s changed after it was checked", path);
+		message(why, size, "%s changed after it was checked", path);
 		close(fd);
 		return -1;
 	}
@@ -939,16 +667,15 @@ static int open_devices(int *fds, char *why, size_t size)
 {
 	for (size_t i = 0; i < NDEVICES; i++) {
 		char path[32];
-		snprintf(path, sizeof(path), "/dev/%s", host_devices[i].name);
-		fds[i] = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		fds[i] = format(path, sizeof(path), "/dev/%s", host_devices[i].name) != 0 ? -1 : open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 		struct stat st;
 		char text[128];
 		if (fds[i] < 0 || fstat(fds[i], &st) != 0) {
-			snprintf(why, size, "open %s: %s", path, errtext(errno, text, sizeof(text)));
+			message(why, size, "open %s: %s", path, errtext(errno, text, sizeof(text)));
 			return -1;
 		}
 		if (!S_ISCHR(st.st_mode) || major(st.st_rdev) != host_devices[i].major || minor(st.st_rdev) != host_devices[i].minor) {
-			snprintf(why, size, "%s is not the character device %u:%u", path, host_devices[i].major, host_devices[i].minor);
+			message(why, size, "%s is not the character device %u:%u", path, host_devices[i].major, host_devices[i].minor);
 			return -1;
 		}
 	}
@@ -965,7 +692,10 @@ static int is_missing(int tree, const char *rel)
 	if (cur < 0)
 		return -1;
 	char copy[PATH_MAX];
-	snprintf(copy, sizeof(copy), "%s", rel);
+	if (format(copy, sizeof(copy), "%s", rel) != 0) {
+		close(cur);
+		return -1;
+	}
 	char *save = NULL;
 	for (char *c = strtok_r(copy, "/", &save); c != NULL; c = strtok_r(NULL, "/", &save)) {
 		struct stat st;
@@ -1063,15 +793,15 @@ static int plan_skeleton(struct builder *b, const int *trees, size_t ntrees)
 	} *points = xcalloc(8 + c->nmounts, sizeof(struct point));
 	size_t npoints = 0;
 	int err = 0;
-	if (!c->host_tree) {
+	if (!c->rootfs.host_tree) {
 		const char *fixed[] = {"/proc", "/dev", "/sys", "/tmp", "/run"};
 		for (size_t i = 0; i < 5; i++)
 			points[npoints].path = fixed[i], points[npoints++].dir = true;
-		if (c->home[0] != '\0')
-			points[npoints].path = c->home, points[npoints++].dir = true;
+		if (c->rootfs.home[0] != '\0')
+			points[npoints].path = c->rootfs.home, points[npoints++].dir = true;
 	}
 	for (size_t i = 0; i < c->nmounts; i++)
-		points[npoints].path = c->mounts[i].destination, points[npoints++].dir = c->mounts[i].is_dir;
+		points[npoints].path = c->mounts[i].destination, points[npoints++].dir = c->mounts[i].source_is_dir;
 
 	for (size_t i = 0; err == 0 && i < npoints; i++) {
 		char rel[PATH_MAX], top[PATH_MAX];
@@ -1079,11 +809,14 @@ static int plan_skeleton(struct builder *b, const int *trees, size_t ntrees)
 			err = fail_errno(b->f, "prepare mountpoints", points[i].path);
 			break;
 		}
-		snprintf(top, sizeof(top), "%s", rel);
+		if (format(top, sizeof(top), "%s", rel) != 0) {
+			err = fail_errno(b->f, "prepare mountpoints", points[i].path);
+			break;
+		}
 		char *slash = strchr(top, '/');
 		if (slash != NULL)
 			*slash = '\0';
-		if (c->host_tree && (in_list(host_top_level_replaced, top) || slash == NULL))
+		if (c->rootfs.host_tree && (in_list(host_top_level_replaced, top) || slash == NULL))
 			continue; /* inside the root tmpfs or a fresh tmpfs */
 		bool present = false;
 		for (size_t t = 0; t < ntrees; t++) {
@@ -1098,7 +831,7 @@ static int plan_skeleton(struct builder *b, const int *trees, size_t ntrees)
 			continue;
 		if (create_below(SKELETON, rel, points[i].dir) != 0) {
 			err = fail_errno(b->f, "prepare mountpoints", points[i].path);
-		} else if (c->host_tree && !has_skeleton(b, top)) {
+		} else if (c->rootfs.host_tree && !has_skeleton(b, top)) {
 			size_t len = strlen(top);
 			if (b->nskeleton_tops == MAX_SKELETON_TOPS || len > NAME_MAX) {
 				err = fail(b->f, "prepare mountpoints", "%s: too many mountpoints to add", points[i].path);
@@ -1135,32 +868,34 @@ static int host_top_level(struct builder *b, int host_tree)
 			type = S_ISLNK(st.st_mode) ? DT_LNK : S_ISDIR(st.st_mode) ? DT_DIR : S_ISREG(st.st_mode) ? DT_REG : DT_UNKNOWN;
 		}
 		if (in_list(host_top_level_replaced, name)) {
-			snprintf(step, sizeof(step), "create /%s", name);
+			message(step, sizeof(step), "create /%s", name);
 			if (mkdirat(b->root, name, 0755) != 0)
 				err = fail_errno(b->f, step, NULL);
 			continue;
 		}
 		if (type == DT_LNK) {
 			char target[PATH_MAX];
-			ssize_t n = readlinkat(host_tree, name, target, sizeof(target) - 1);
-			snprintf(step, sizeof(step), "read /%s", name);
+			ssize_t n = readlinkat(host_tree, name, target, sizeof(target));
+			message(step, sizeof(step), "read /%s", name);
+			if (n >= (ssize_t)sizeof(target)) /* no room for its end: cut */
+				errno = ENAMETOOLONG, n = -1;
 			if (n < 0) {
 				err = fail_errno(b->f, step, NULL);
 				continue;
 			}
 			target[n] = '\0';
-			snprintf(step, sizeof(step), "create /%s", name);
+			message(step, sizeof(step), "create /%s", name);
 			if (symlinkat(target, b->root, name) != 0)
 				err = fail_errno(b->f, step, NULL);
 		} else if (type == DT_DIR) {
-			snprintf(step, sizeof(step), "create /%s", name);
+			message(step, sizeof(step), "create /%s", name);
 			if (mkdirat(b->root, name, 0755) != 0) {
 				err = fail_errno(b->f, step, NULL);
 				continue;
 			}
 			int target = open_in_root(b->root, name);
 			if (target < 0) {
-				snprintf(step, sizeof(step), "bind /%s", name);
+				message(step, sizeof(step), "bind /%s", name);
 				err = fail_errno(b->f, step, NULL);
 				continue;
 			}
@@ -1169,28 +904,28 @@ static int host_top_level(struct builder *b, int host_tree)
 				 * skeleton on top: mountpoints the host lacks exist in
 				 * the sandbox and nowhere else. */
 				char opts[2 * PATH_MAX];
-				snprintf(opts, sizeof(opts), "lowerdir=%s/%s:/%s", SKELETON, name, name);
-				snprintf(step, sizeof(step), "overlay /%s", name);
-				if (mount_at("jail-skeleton", target, "overlay", FLAGS_FRESH | MS_RDONLY, opts) != 0) {
+				message(step, sizeof(step), "overlay /%s", name);
+				if (format(opts, sizeof(opts), "lowerdir=%s/%s:/%s", SKELETON, name, name) != 0 ||
+				    mount_at("jail-skeleton", target, "overlay", FLAGS_FRESH | MS_RDONLY, opts) != 0) {
 					if (errno == EINVAL)
 						err = fail(b->f, step, "cannot add a mountpoint below /%s, which has mounts of its own beneath it", name);
 					else
 						err = fail_errno(b->f, step, NULL);
 				}
 			} else {
-				snprintf(step, sizeof(step), "bind /%s", name);
+				message(step, sizeof(step), "bind /%s", name);
 				err = attach_step(b, step, host_tree, name, target, ATTR_RO, true);
 			}
 			close(target);
 		} else if (type == DT_REG) {
-			snprintf(step, sizeof(step), "create /%s", name);
+			message(step, sizeof(step), "create /%s", name);
 			int f = openat(b->root, name, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0444);
 			if (f < 0) {
 				err = fail_errno(b->f, step, NULL);
 				continue;
 			}
 			close(f);
-			snprintf(step, sizeof(step), "bind /%s", name);
+			message(step, sizeof(step), "bind /%s", name);
 			int target = open_in_root(b->root, name);
 			if (target < 0) {
 				err = fail_errno(b->f, step, NULL);
@@ -1208,7 +943,7 @@ static int host_top_level(struct builder *b, int host_tree)
 	const char *fixed[] = {"proc", "sys", "dev", "tmp", "run"};
 	for (size_t i = 0; i < 5; i++) {
 		if (mkdirat(b->root, fixed[i], 0755) != 0 && errno != EEXIST) {
-			snprintf(step, sizeof(step), "create /%s", fixed[i]);
+			message(step, sizeof(step), "create /%s", fixed[i]);
 			return fail_errno(b->f, step, NULL);
 		}
 	}
@@ -1219,12 +954,10 @@ static int host_top_level(struct builder *b, int host_tree)
 static int stage(struct builder *b, int host_tree, const int *lowers)
 {
 	const struct config *c = b->cfg;
-	char opts[PATH_MAX * 2];
-	if (c->upper_size > 0)
-		snprintf(opts, sizeof(opts), "mode=0700,size=%lld", (long long)c->upper_size);
-	else
-		snprintf(opts, sizeof(opts), "mode=0700");
-	if (mount("jail-stage", STAGE_DIR, "tmpfs", FLAGS_FRESH, opts) != 0)
+	char opts[64];
+	int err = c->limits.upper_size > 0 ? format(opts, sizeof(opts), "mode=0700,size=%lld", (long long)c->limits.upper_size)
+					   : format(opts, sizeof(opts), "mode=0700");
+	if (err != 0 || mount("jail-stage", STAGE_DIR, "tmpfs", FLAGS_FRESH, opts) != 0)
 		return fail_errno(b->f, "mount staging tmpfs", NULL);
 	const char *dirs[] = {ROOT_DIR, MASK_DIR, SKELETON};
 	for (size_t i = 0; i < 3; i++)
@@ -1243,19 +976,26 @@ static int stage(struct builder *b, int host_tree, const int *lowers)
 		if (mount("jail-root", ROOT_DIR, "tmpfs", FLAGS_FRESH, "mode=0755,size=1m") != 0)
 			return fail_errno(b->f, "mount root", NULL);
 	} else {
-		if (plan_skeleton(b, lowers, c->nlowers) != 0)
+		if (plan_skeleton(b, lowers, c->rootfs.nlowers) != 0)
 			return -1;
 		if (mkdir(STAGE_DIR "/upper", 0755) != 0 || mkdir(STAGE_DIR "/work", 0755) != 0)
 			return fail_errno(b->f, "prepare stage", NULL);
 		/* The lowers are named by descriptor: their host paths may lie
 		 * under the stage, which now covers them. */
-		size_t size = 256 + 32 * c->nlowers;
+		size_t size = 256 + 32 * c->rootfs.nlowers;
 		char *data = xcalloc(size, 1);
-		size_t n = (size_t)snprintf(data, size, "lowerdir=%s", SKELETON);
-		for (size_t i = 0; i < c->nlowers; i++)
-			n += (size_t)snprintf(data + n, size - n, ":/proc/self/fd/%d", lowers[i]);
-		snprintf(data + n, size - n, ",upperdir=%s/upper,workdir=%s/work,userxattr", STAGE_DIR, STAGE_DIR);
-		int err = mount("jail-root", ROOT_DIR, "overlay", FLAGS_FRESH, data);
+		size_t n = 0;
+		int err = format(data, size, "lowerdir=%s", SKELETON);
+		for (size_t i = 0; err == 0 && i < c->rootfs.nlowers; i++) {
+			n += strlen(data + n);
+			err = format(data + n, size - n, ":/proc/self/fd/%d", lowers[i]);
+		}
+		if (err == 0) {
+			n += strlen(data + n);
+			err = format(data + n, size - n, ",upperdir=%s/upper,workdir=%s/work,userxattr", STAGE_DIR, STAGE_DIR);
+		}
+		if (err == 0)
+			err = mount("jail-root", ROOT_DIR, "overlay", FLAGS_FRESH, data);
 		free(data);
 		if (err != 0)
 			return fail_errno(b->f, "mount overlay root", NULL);
@@ -1285,7 +1025,7 @@ static int create_file(int dir, const char *name)
  * /proc (its sysctls are the writer's namespace's). */
 static int ipc_limits(struct builder *b)
 {
-	int64_t bytes = b->cfg->sysv_shm;
+	int64_t bytes = b->cfg->limits.sysv_shm;
 	if (bytes <= 0)
 		return 0;
 	long page = sysconf(_SC_PAGESIZE);
@@ -1301,7 +1041,9 @@ static int ipc_limits(struct builder *b)
 	struct open_how how = {.flags = O_WRONLY | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS};
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
 		char text[32];
-		int n = snprintf(text, sizeof(text), "%lld\n", (long long)files[i].value);
+		if (format(text, sizeof(text), "%lld\n", (long long)files[i].value) != 0)
+			return fail_errno(b->f, "ipc limits", files[i].path);
+		ssize_t n = (ssize_t)strlen(text);
 		int fd = (int)syscall(SYS_openat2, b->root, files[i].path, &how, sizeof(how));
 		if (fd < 0)
 			return fail_errno(b->f, "ipc limits", files[i].path);
@@ -1344,11 +1086,11 @@ static int kernel_filesystems(struct builder *b, const int *devices)
 	for (size_t i = 0; i < NDEVICES; i++) {
 		int target = create_file(dev, host_devices[i].name);
 		if (target < 0) {
-			snprintf(step, sizeof(step), "create /dev/%s", host_devices[i].name);
+			message(step, sizeof(step), "create /dev/%s", host_devices[i].name);
 			err = fail_errno(b->f, step, NULL);
 			break;
 		}
-		snprintf(step, sizeof(step), "bind /dev/%s", host_devices[i].name);
+		message(step, sizeof(step), "bind /dev/%s", host_devices[i].name);
 		err = attach_step(b, step, devices[i], "", target, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false);
 		close(target);
 		if (err != 0)
@@ -1356,14 +1098,14 @@ static int kernel_filesystems(struct builder *b, const int *devices)
 	}
 	for (size_t i = 0; err == 0 && i < sizeof(dev_symlinks) / sizeof(dev_symlinks[0]); i++) {
 		if (symlinkat(dev_symlinks[i][1], dev, dev_symlinks[i][0]) != 0) {
-			snprintf(step, sizeof(step), "create /dev/%s", dev_symlinks[i][0]);
+			message(step, sizeof(step), "create /dev/%s", dev_symlinks[i][0]);
 			err = fail_errno(b->f, step, NULL);
 		}
 	}
 	const char *subdirs[] = {"pts", "shm", "mqueue"};
 	for (size_t i = 0; err == 0 && i < 3; i++) {
 		if (mkdirat(dev, subdirs[i], 0755) != 0) {
-			snprintf(step, sizeof(step), "create /dev/%s", subdirs[i]);
+			message(step, sizeof(step), "create /dev/%s", subdirs[i]);
 			err = fail_errno(b->f, step, NULL);
 		}
 	}
@@ -1377,7 +1119,7 @@ static int kernel_filesystems(struct builder *b, const int *devices)
 	close(pts);
 	if (err != 0)
 		return fail_errno(b->f, "mount /dev/pts", NULL);
-	if (tmpfs_at(b, "/dev/shm", "1777", b->cfg->shm_size) != 0)
+	if (tmpfs_at(b, "/dev/shm", "1777", b->cfg->limits.shm_size) != 0)
 		return -1;
 
 	int sys = top_dir(b, "/sys", "create /sys");
@@ -1396,7 +1138,7 @@ static int kernel_filesystems(struct builder *b, const int *devices)
 static int mask(struct builder *b, const char *path)
 {
 	char step[PATH_MAX + 16];
-	snprintf(step, sizeof(step), "mask %s", path);
+	message(step, sizeof(step), "mask %s", path);
 	int target = open_in_root(b->root, path);
 	/* Missing, or out of the init's reach (and so of the command's, which
 	 * has fewer privileges): nothing to hide. */
@@ -1420,20 +1162,20 @@ static int mask(struct builder *b, const char *path)
 static int scratch(struct builder *b)
 {
 	const struct config *c = b->cfg;
-	if (tmpfs_at(b, "/tmp", "1777", c->tmp_size) != 0 || tmpfs_at(b, "/run", "0755", c->run_size) != 0)
+	if (tmpfs_at(b, "/tmp", "1777", c->limits.tmp_size) != 0 || tmpfs_at(b, "/run", "0755", c->limits.run_size) != 0)
 		return -1;
-	if (c->host_tree) {
+	if (c->rootfs.host_tree) {
 		int vt = open_in_root(b->root, "/var/tmp");
 		if (vt >= 0) {
 			close(vt);
-			if (tmpfs_at(b, "/var/tmp", "1777", c->tmp_size) != 0)
+			if (tmpfs_at(b, "/var/tmp", "1777", c->limits.tmp_size) != 0)
 				return -1;
 		}
 	}
-	if (c->home[0] != '\0') {
-		if (c->read_only)
-			return mask(b, c->home);
-		return tmpfs_at(b, c->home, "0700", c->home_size);
+	if (c->rootfs.home[0] != '\0') {
+		if (c->rootfs.read_only)
+			return mask(b, c->rootfs.home);
+		return tmpfs_at(b, c->rootfs.home, "0700", c->limits.home_size);
 	}
 	return 0;
 }
@@ -1442,7 +1184,7 @@ static int scratch(struct builder *b)
 static int bind_mount(struct builder *b, int src, const struct mount_spec *m)
 {
 	char step[PATH_MAX + 16];
-	snprintf(step, sizeof(step), "mount %s", m->destination);
+	message(step, sizeof(step), "mount %s", m->destination);
 	struct stat st;
 	if (fstat(src, &st) != 0)
 		return fail_errno(b->f, step, NULL);
@@ -1469,7 +1211,7 @@ static int masks(struct builder *b)
 	for (const char *const *p = kernel_masked; *p != NULL; p++)
 		if (mask(b, *p) != 0)
 			return -1;
-	if (c->host_tree) {
+	if (c->rootfs.host_tree) {
 		for (const char *const *p = host_masked; *p != NULL; p++)
 			if (mask(b, *p) != 0)
 				return -1;
@@ -1489,16 +1231,16 @@ static int masks(struct builder *b)
 		if (mask(b, c->masks[i]) != 0)
 			return -1;
 	size_t nfixed = sizeof(proc_read_only) / sizeof(proc_read_only[0]) - 1;
-	for (size_t i = 0; i < nfixed + c->nread_only; i++) {
+	for (size_t i = 0; i < nfixed + c->nread_only_paths; i++) {
 		const char *path = i < nfixed ? proc_read_only[i] : c->read_only_paths[i - nfixed];
 		char step[PATH_MAX + 32];
 		int target = open_in_root(b->root, path);
 		if (target < 0 && errno == ENOENT)
 			continue;
-		snprintf(step, sizeof(step), "open %s", path);
+		message(step, sizeof(step), "open %s", path);
 		if (target < 0)
 			return fail_errno(b->f, step, NULL);
-		snprintf(step, sizeof(step), "make %s read-only", path);
+		message(step, sizeof(step), "make %s read-only", path);
 		int err = attach_step(b, step, target, "", target, ATTR_RO | MOUNT_ATTR_NOEXEC, true);
 		close(target);
 		if (err != 0)
@@ -1546,13 +1288,13 @@ static int build_root(const struct config *c, struct failure *f)
 	 * execs nothing more of its own: the process is short-lived, and each
 	 * is close-on-exec. */
 	int host_tree = -1;
-	if (c->host_tree && (host_tree = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+	if (c->rootfs.host_tree && (host_tree = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
 		return fail_errno(f, "open host tree", NULL);
-	int *lowers = xcalloc(c->nlowers, sizeof(int));
-	for (size_t i = 0; i < c->nlowers; i++) {
-		if ((lowers[i] = open_verified(c->lowers[i].path, c->lowers[i].dev, c->lowers[i].ino, why, sizeof(why))) < 0) {
+	int *lowers = xcalloc(c->rootfs.nlowers, sizeof(int));
+	for (size_t i = 0; i < c->rootfs.nlowers; i++) {
+		if ((lowers[i] = open_verified(c->rootfs.lowers[i].path, c->rootfs.lowers[i].dev, c->rootfs.lowers[i].ino, why, sizeof(why))) < 0) {
 			char step[PATH_MAX + 32];
-			snprintf(step, sizeof(step), "open root layer %s", c->lowers[i].path);
+			message(step, sizeof(step), "open root layer %s", c->rootfs.lowers[i].path);
 			return fail(f, step, "%s", why);
 		}
 	}
@@ -1563,9 +1305,9 @@ static int build_root(const struct config *c, struct failure *f)
 			sources[i] = m->fd;
 			continue;
 		}
-		if ((sources[i] = open_verified(m->source, m->dev, m->ino, why, sizeof(why))) < 0) {
+		if ((sources[i] = open_verified(m->source, m->source_dev, m->source_ino, why, sizeof(why))) < 0) {
 			char step[PATH_MAX + 32];
-			snprintf(step, sizeof(step), "open mount source %s", m->source);
+			message(step, sizeof(step), "open mount source %s", m->source);
 			return fail(f, step, "%s", why);
 		}
 	}
@@ -1586,7 +1328,7 @@ static int build_root(const struct config *c, struct failure *f)
 	/* 4. Masks, last. */
 	if (masks(&b) != 0)
 		return -1;
-	if (c->host_tree || c->read_only) {
+	if (c->rootfs.host_tree || c->rootfs.read_only) {
 		struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY};
 		if (mount_setattr(b.root, "", AT_EMPTY_PATH, &attr, sizeof(attr)) != 0)
 			return fail_errno(f, "make root read-only", NULL);
@@ -1598,7 +1340,7 @@ static int build_root(const struct config *c, struct failure *f)
 	close(b.root);
 	if (host_tree >= 0)
 		close(host_tree);
-	for (size_t i = 0; i < c->nlowers; i++)
+	for (size_t i = 0; i < c->rootfs.nlowers; i++)
 		close(lowers[i]);
 	for (size_t i = 0; i < c->nmounts; i++)
 		close(sources[i]);
@@ -1646,7 +1388,7 @@ static int enter_tasks(const int *fds, int nfds, struct failure *f)
 	for (int i = 0; i < nfds; i++) {
 		if (write(fds[i], "0", 1) != 1) {
 			char what[64];
-			snprintf(what, sizeof(what), "enter tasks file %d", i);
+			message(what, sizeof(what), "enter tasks file %d", i);
 			return fail_errno(f, "cgroup", what);
 		}
 	}
@@ -1679,8 +1421,9 @@ static int loopback_up(struct failure *f)
 		return fail_errno(f, "network", "loopback: socket");
 	struct ifreq ifr;
 	memset(&ifr, 0, sizeof(ifr));
-	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
-	int err = ioctl(fd, SIOCGIFFLAGS, &ifr);
+	int err = format(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+	if (err == 0)
+		err = ioctl(fd, SIOCGIFFLAGS, &ifr);
 	if (err == 0) {
 		ifr.ifr_flags |= IFF_UP;
 		err = ioctl(fd, SIOCSIFFLAGS, &ifr);
@@ -1698,7 +1441,7 @@ static int set_rlimits(const struct config *c, struct failure *f)
 	struct {
 		int resource;
 		int64_t value;
-	} limits[] = {{RLIMIT_DATA, c->rlimit_data}, {RLIMIT_NPROC, c->rlimit_nproc}};
+	} limits[] = {{RLIMIT_DATA, c->limits.rlimit_data}, {RLIMIT_NPROC, c->limits.rlimit_nproc}};
 	for (size_t i = 0; i < 2; i++) {
 		if (limits[i].value <= 0)
 			continue;
@@ -1706,13 +1449,13 @@ static int set_rlimits(const struct config *c, struct failure *f)
 		if (setrlimit(limits[i].resource, &lim) != 0)
 			return fail_errno(f, "rlimits", NULL);
 	}
-	if (c->rlimit_stack > 0) {
+	if (c->limits.rlimit_stack > 0) {
 		/* The hard limit bounds a stack's growth; the soft one stays
 		 * small, since threads' stacks are sized from it. */
 		struct rlimit lim;
 		if (getrlimit(RLIMIT_STACK, &lim) != 0)
 			return fail_errno(f, "rlimits", "stack");
-		rlim_t max = (rlim_t)c->rlimit_stack;
+		rlim_t max = (rlim_t)c->limits.rlimit_stack;
 		if (lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur > max)
 			lim.rlim_cur = max < ((rlim_t)8 << 20) ? max : ((rlim_t)8 << 20);
 		lim.rlim_max = max;
@@ -1804,7 +1547,7 @@ static int exec_failure(struct failure *f, int code, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(f->reason, sizeof(f->reason), fmt, ap);
+	mark_cut(f->reason, sizeof(f->reason), vsnprintf(f->reason, sizeof(f->reason), fmt, ap));
 	va_end(ap);
 	f->exec_code = code;
 	return -1;
@@ -1864,12 +1607,12 @@ static int look_path(const char *name, const char *path, const char *cwd, char *
 			return exec_failure(f, 126, "exec %s: a PATH entry is too long", name);
 		int code = check_executable(candidate);
 		if (code == 0) {
-			/* Fits: entry is shorter than PATH_MAX, as out is. */
-			snprintf(out, size, "%s", entry);
+			if (format(out, size, "%s", entry) != 0)
+				return exec_failure(f, 126, "exec %s: a PATH entry is too long", name);
 			return 0;
 		}
 		if (code == 126 && denied[0] == '\0')
-			snprintf(denied, sizeof(denied), "%s", candidate);
+			message(denied, sizeof(denied), "%s", candidate);
 		if (*end == '\0')
 			break;
 		p = end + 1;
@@ -1879,7 +1622,7 @@ static int look_path(const char *name, const char *path, const char *cwd, char *
 	return exec_failure(f, 127, "exec %s: command not found", name);
 }
 
-static bool valid_program(const struct program *p)
+static bool valid_program(const struct wire_bytes *p)
 {
 	return p->len > 0 && p->len % 8 == 0 && p->len / 8 <= BPF_MAX_INSNS;
 }
@@ -1889,13 +1632,13 @@ static bool valid_program(const struct program *p)
  * wins. no_new_privs is set. */
 static int load_filter(const struct config *c)
 {
-	const struct program *programs[] = {&c->allowlist, &c->denials, &c->guard};
+	const struct wire_bytes *programs[] = {&c->seccomp.allowlist, &c->seccomp.denials, &c->seccomp.guard};
 	for (size_t i = 0; i < sizeof(programs) / sizeof(programs[0]); i++) {
 		if (!programs[i]->present)
 			continue;
 		struct sock_fprog prog = {
 			.len = (unsigned short)(programs[i]->len / 8),
-			.filter = (struct sock_filter *)programs[i]->code,
+			.filter = (struct sock_filter *)programs[i]->data,
 		};
 		if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0)
 			return -1;
@@ -1970,11 +1713,11 @@ static int spawn(const struct config *c, const struct process *p, const int stdi
 	struct stat st;
 	if (stat(p->cwd, &st) != 0 || !S_ISDIR(st.st_mode)) {
 		char step[PATH_MAX + 16];
-		snprintf(step, sizeof(step), "workdir %s", p->cwd);
+		message(step, sizeof(step), "workdir %s", p->cwd);
 		return fail(f, step, "no such directory in the sandbox");
 	}
-	if (!valid_program(&c->allowlist) || (c->denials.present && !valid_program(&c->denials)) ||
-	    (c->guard.present && !valid_program(&c->guard)))
+	if (!valid_program(&c->seccomp.allowlist) || (c->seccomp.denials.present && !valid_program(&c->seccomp.denials)) ||
+	    (c->seccomp.guard.present && !valid_program(&c->seccomp.guard)))
 		return fail(f, "seccomp", "seccomp: not a BPF program");
 
 	int pipe_fds[2];
