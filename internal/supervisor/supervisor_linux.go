@@ -167,6 +167,12 @@ func (s *supervisor) boot() (err error) {
 // before they drain their pipes to the end.
 func (s *supervisor) bootFailed() {
 	close(s.reaped)
+	s.handOutNothing()
+}
+
+// handOutNothing ends the wait of the output's readers of a sandbox that
+// runs no command: they drain their pipes into nothing.
+func (s *supervisor) handOutNothing() {
 	s.stdout, s.stderr = newCapture(nil, false, 0), newCapture(nil, false, 0)
 	close(s.handout)
 }
@@ -382,8 +388,7 @@ func (s *supervisor) discard() {
 	_ = s.init.signal(syscall.SIGKILL)
 	<-s.reaped
 	_ = s.conn.Hangup()
-	s.stdout, s.stderr = newCapture(nil, false, 0), newCapture(nil, false, 0)
-	close(s.handout)
+	s.handOutNothing()
 	s.copies.Wait()
 	s.close()
 }
