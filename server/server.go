@@ -275,13 +275,11 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		run = p.Run
 	}
 	res, err := run(r.Context(), spec)
-
-	out := res
 	var exec *jail.ExecError
 	switch {
 	case err == nil:
 	case errors.As(err, &exec):
-		out.Error = "jail: " + exec.Error()
+		res.Error = "jail: " + exec.Error()
 	case r.Context().Err() != nil:
 		return // the client went away: no one to answer
 	default:
@@ -298,10 +296,10 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if events != nil {
-		events.last(out)
+		events.last(res)
 		return
 	}
-	writeResult(w, out)
+	writeResult(w, res)
 }
 
 // specOf turns a request into a Spec, checking what only a server must: the
