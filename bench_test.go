@@ -35,12 +35,12 @@ func benchRun(b *testing.B, spec Spec) {
 			b.Fatalf("run: %v (exit %d)", err, res.ExitCode)
 		}
 		// The end of each step, in the order of steps.
-		ends := []time.Time{t.prepared, t.cgroup, t.initStarted, t.initRunning, t.rootBuilt, t.commandStarted, t.exitReported, t.done}
+		ends := []time.Time{t.Prepared, t.Cgroup, t.InitStarted, t.InitRunning, t.RootBuilt, t.CommandStarted, t.ExitReported, t.Done}
 		for s, end := range ends {
 			if end.IsZero() {
 				continue
 			}
-			from := t.start
+			from := t.Start
 			for _, e := range ends {
 				if e.Before(end) && e.After(from) {
 					from = e
@@ -75,10 +75,10 @@ func BenchmarkPoolRun(b *testing.B) {
 		if err != nil || res.ExitCode != 0 {
 			b.Fatalf("run: %v (exit %d)", err, res.ExitCode)
 		}
-		if t.cgroup.IsZero() && t.initStarted.IsZero() {
+		if t.Cgroup.IsZero() && t.InitStarted.IsZero() {
 			pooled++
 		}
-		at := []time.Time{t.start, t.prepared, t.exitReported, t.done}
+		at := []time.Time{t.Start, t.Prepared, t.ExitReported, t.Done}
 		for s := range steps {
 			if !at[s].IsZero() && !at[s+1].IsZero() {
 				sums[s] += at[s+1].Sub(at[s])

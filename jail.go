@@ -31,6 +31,9 @@ import (
 	"io"
 	"os"
 	"time"
+
+	"github.com/jail-sandbox/jail/api"
+	"github.com/jail-sandbox/jail/internal/supervisor"
 )
 
 // Version is the version of jail.
@@ -38,10 +41,10 @@ const Version = "0.1.0"
 
 // Exit statuses that jail itself gives, beside the command's own.
 const (
-	ExitTimeout       = 124
-	ExitSetup         = 125
-	ExitNotExecutable = 126
-	ExitNotFound      = 127
+	ExitTimeout       = api.ExitTimeout
+	ExitSetup         = api.ExitSetup
+	ExitNotExecutable = api.ExitNotExecutable
+	ExitNotFound      = api.ExitNotFound
 )
 
 // Spec describes one sandboxed command: the RUN OPTIONS of the CLI.
@@ -114,48 +117,29 @@ type Mount struct {
 	Writable    bool
 }
 
-// WindowSize is a terminal's size in characters.
-type WindowSize struct {
-	Rows, Cols uint16
-}
+// WindowSize is a terminal's size in characters: Rows and Cols.
+type WindowSize = supervisor.WindowSize
 
-// Result is how a sandboxed command ended. Its JSON form is the result
-// object of the CLI's --json and the HTTP API.
-type Result struct {
-	Stdout          string `json:"stdout"`
-	Stderr          string `json:"stderr"`
-	ExitCode        int    `json:"exit_code"`
-	Signal          int    `json:"signal"`
-	TimedOut        bool   `json:"timed_out"`
-	OOMKilled       bool   `json:"oom_killed"`
-	Truncated       bool   `json:"truncated"`
-	WallMS          int64  `json:"wall_ms"`
-	CPUMS           int64  `json:"cpu_ms"`
-	PeakMemoryBytes int64  `json:"peak_memory_bytes"`
-}
+// Result is how a sandboxed command ended: its exit code (the status the
+// CLI exits with: 128+N when killed by signal N, 124 on timeout), the
+// signal, whether the timeout or the OOM killer ended it, the output kept
+// with Capture and whether more was dropped, and its wall-clock time, CPU
+// time and peak memory. It is the one result type of jail: its JSON form
+// is the result object of the CLI's --json, of the HTTP API and of its
+// client (package api). Run leaves Error empty; the server sets it.
+type Result = api.Result
 
 // SetupError means jail could not build or start the sandbox; nothing of the
-// command ran.
-type SetupError struct {
-	Step string
-	Err  error
-	// Refused: the request itself was refused (a bad option, an unknown
-	// profile or image, a mount source that may not be mounted) before
-	// anything was started on the host.
-	Refused bool
-}
-
-func (e *SetupError) Error() string { return e.Step + ": " + e.Err.Error() }
-func (e *SetupError) Unwrap() error { return e.Err }
+// command ran. Step names the step or option at fault and Err says why;
+// Refused means the request itself was refused (a bad option, an unknown
+// profile or image, a mount source that may not be mounted) before
+// anything was started on the host.
+type SetupError = supervisor.SetupError
 
 // ExecError means the sandbox was built but the command could not be
-// executed: Code is 127 when it was not found, 126 otherwise.
-type ExecError struct {
-	Code   int
-	Reason string
-}
-
-func (e *ExecError) Error() string { return e.Reason }
+// executed: Code is 127 when it was not found, 126 otherwise, and Reason
+// says why.
+type ExecError = supervisor.ExecError
 
 // ExitCode is the status the CLI exits with for err: the ExecError's code,
 // 125 for any other error, or 0 for none.

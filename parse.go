@@ -60,22 +60,3 @@ func ParseMount(s string) (Mount, error) {
 	m.Source, m.Destination = parts[0], parts[1]
 	return m, nil
 }
-
-// parseUser reads UID[:GID]; GID defaults to UID.
-func parseUser(s string) (uid, gid uint32, err error) {
-	if s == "" {
-		return 0, 0, nil
-	}
-	u, g, hasGroup := strings.Cut(s, ":")
-	uv, err := strconv.ParseUint(u, 10, 32)
-	if err != nil {
-		return 0, 0, fmt.Errorf("%q: UID must be a number", s)
-	}
-	gv := uv
-	if hasGroup {
-		if gv, err = strconv.ParseUint(g, 10, 32); err != nil {
-			return 0, 0, fmt.Errorf("%q: GID must be a number", s)
-		}
-	}
-	return uint32(uv), uint32(gv), nil
-}

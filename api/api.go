@@ -65,9 +65,18 @@ func (s *Size) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Result is how a command ended: the result object of `jail run --json`.
-// Error is set, beside exit code 126 or 127, when the command could not be
-// executed.
+// Exit statuses that jail itself gives, beside the command's own.
+const (
+	ExitTimeout       = 124 // the run's timeout expired
+	ExitSetup         = 125 // jail could not build or start the sandbox
+	ExitNotExecutable = 126 // the command could not be executed
+	ExitNotFound      = 127 // the command was not found
+)
+
+// Result is how a command ended: the result object of `jail run --json`,
+// of the HTTP API and of the Go API (jail.Result is this type). Error is
+// set by the server, beside exit code 126 or 127, when the command could
+// not be executed.
 type Result struct {
 	Stdout          string `json:"stdout"`
 	Stderr          string `json:"stderr"`

@@ -130,7 +130,7 @@ func New(opts Options) *Server {
 	})
 	s.cold, _ = jail.NewPool(jail.Spec{}, 0)
 	if opts.PoolSize > 0 {
-		s.poolFor(poolKey{profile: "default"})
+		s.poolFor(poolKey{profile: jail.DefaultProfile})
 	}
 	return s
 }
@@ -271,17 +271,15 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	spec.Capture = !stream
 
 	run := jail.Run
-	if p := s.poolFor(poolKey{image: spec.Image, rootfs: spec.Rootfs, profile: spec.Profile}); p != nil {
+	if p := s.poolFor(poolKey{image: spec.Image, rootfs: spec.Rootfs, profile: spec.ProfileName()}); p != nil {
 		run = p.Run
 	}
 	res, err := run(r.Context(), spec)
-
-	out := resultOf(res)
 	var exec *jail.ExecError
 	switch {
 	case err == nil:
 	case errors.As(err, &exec):
-		out.Error = "jail: " + exec.Error()
+		res.Error = "jail: " + exec.Error()
 	case r.Context().Err() != nil:
 		return // the client went away: no one to answer
 	default:
@@ -298,10 +296,10 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if events != nil {
-		events.last(out)
+		events.last(res)
 		return
 	}
-	writeResult(w, out)
+	writeResult(w, res)
 }
 
 // specOf turns a request into a Spec, checking what only a server must: the
@@ -317,9 +315,6 @@ func specOf(req *api.RunRequest) (jail.Spec, error) {
 		spec.Command = append([]string{req.Cmd}, req.Args...)
 	case req.Image == "" || len(req.Args) > 0:
 		return spec, errors.New("cmd: missing (only an image's own command may be left out)")
-	}
-	if spec.Profile == "" {
-		spec.Profile = "default"
 	}
 	if spec.Net == "none" {
 		spec.Net = ""
@@ -377,14 +372,6 @@ func outputLimit(spec jail.Spec) int64 {
 		return spec.OutputLimit
 	}
 	return jail.DefaultOutputLimit
-}
-
-func resultOf(r jail.Result) api.Result {
-	return api.Result{
-		Stdout: r.Stdout, Stderr: r.Stderr, ExitCode: r.ExitCode, Signal: r.Signal,
-		TimedOut: r.TimedOut, OOMKilled: r.OOMKilled, Truncated: r.Truncated,
-		WallMS: r.WallMS, CPUMS: r.CPUMS, PeakMemoryBytes: r.PeakMemoryBytes,
-	}
 }
 
 // eventWriter writes a streamed answer: one JSON event per write of the

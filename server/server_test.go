@@ -30,12 +30,12 @@ func TestSpecOf(t *testing.T) {
 		err  string
 	}{
 		{"command and defaults", api.RunRequest{Cmd: "sh", Args: []string{"-c", "true"}},
-			jail.Spec{Command: []string{"sh", "-c", "true"}, Profile: "default"}, ""},
+			jail.Spec{Command: []string{"sh", "-c", "true"}}, ""},
 		{"options", api.RunRequest{Cmd: "x", Memory: "256M", OutputLimit: "1024", TimeoutS: 1.5, Net: "none",
 			Env: map[string]string{"B": "2", "A": "1"}, Mounts: []string{"/srv:/data:rw"}, Workspace: "/w", ReadOnly: true},
-			jail.Spec{Command: []string{"x"}, Profile: "default", Memory: 256 << 20, OutputLimit: 1024, Timeout: 1500 * time.Millisecond,
+			jail.Spec{Command: []string{"x"}, Memory: 256 << 20, OutputLimit: 1024, Timeout: 1500 * time.Millisecond,
 				Env: []string{"A=1", "B=2"}, Mounts: []jail.Mount{{Source: "/srv", Destination: "/data", Writable: true}}, Workspace: "/w", ReadOnly: true}, ""},
-		{"an image's own command", api.RunRequest{Image: "busybox"}, jail.Spec{Image: "busybox", Profile: "default"}, ""},
+		{"an image's own command", api.RunRequest{Image: "busybox"}, jail.Spec{Image: "busybox"}, ""},
 		{"no command", api.RunRequest{}, jail.Spec{}, "cmd: missing"},
 		{"arguments without a command", api.RunRequest{Image: "busybox", Args: []string{"x"}}, jail.Spec{}, "cmd: missing"},
 		{"relative workspace", api.RunRequest{Cmd: "x", Workspace: "w"}, jail.Spec{}, "must be absolute"},
@@ -45,7 +45,7 @@ func TestSpecOf(t *testing.T) {
 		{"bad size", api.RunRequest{Cmd: "x", Memory: "lots"}, jail.Spec{}, "memory:"},
 		{"negative timeout", api.RunRequest{Cmd: "x", TimeoutS: -1}, jail.Spec{}, "timeout_s:"},
 		{"the most output kept", api.RunRequest{Cmd: "x", OutputLimit: "64M"},
-			jail.Spec{Command: []string{"x"}, Profile: "default", OutputLimit: 64 << 20}, ""},
+			jail.Spec{Command: []string{"x"}, OutputLimit: 64 << 20}, ""},
 		{"more output kept than a server holds", api.RunRequest{Cmd: "x", OutputLimit: "64G"}, jail.Spec{}, "output_limit: \"64G\": must be at most 64M"},
 		{"a byte too many", api.RunRequest{Cmd: "x", OutputLimit: "67108865"}, jail.Spec{}, "output_limit:"},
 	} {

@@ -37,7 +37,7 @@ type runFlags struct {
 func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.image, "image", "", "root filesystem from an image in the local store")
 	fs.StringVar(&f.rootfs, "rootfs", "", "directory used as the read-only lower layer of /")
-	fs.StringVar(&f.profile, "profile", "default", "named policy")
+	fs.StringVar(&f.profile, "profile", "", "named policy")
 	fs.StringVar(&f.memory, "memory", "", "memory limit, e.g. 256M (default 512M)")
 	fs.Float64Var(&f.cpus, "cpus", 0, "CPU quota in cores (default 1)")
 	fs.StringVar(&f.pids, "pids", "", "most processes and threads at once (default 256)")

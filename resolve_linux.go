@@ -17,6 +17,7 @@ import (
 	"github.com/jail-sandbox/jail/internal/config"
 	"github.com/jail-sandbox/jail/internal/privdir"
 	"github.com/jail-sandbox/jail/internal/programs"
+	"github.com/jail-sandbox/jail/internal/supervisor"
 	"github.com/jail-sandbox/jail/namespaces"
 	"github.com/jail-sandbox/jail/profiles"
 	"github.com/jail-sandbox/jail/rootfs"
@@ -39,19 +40,6 @@ const (
 	shmSize = 64 << 20
 )
 
-// Bounds on what a caller may pass; past them the kernel would refuse the
-// exec, or the request is not what anyone means.
-const (
-	maxArgBytes   = 128 << 10 // MAX_ARG_STRLEN: one argument or K=V
-	maxTotalBytes = 1 << 20   // all arguments and environment
-	maxEnvKey     = 255
-	maxHostname   = 64
-	maxMounts     = 64
-	// maxPids is the kernel's PID_MAX_LIMIT on 64-bit: pids.max refuses
-	// more.
-	maxPids = 4 << 20
-)
-
 // What Capture keeps of each stream when Spec.OutputLimit is 0, and at
 // most: it is held in the caller's memory (jail serve's, for a request),
 // outside the sandbox's memory limit.
@@ -60,76 +48,40 @@ const (
 	MaxOutputLimit     = 64 << 20
 )
 
-// validEnvKey: a letter or '_', then letters, digits, '_', '.' or '-'.
-func validEnvKey(k string) bool {
-	for i, c := range k {
-		switch {
-		case c == '_' || ('A' <= c && c <= 'Z') || ('a' <= c && c <= 'z'):
-		case i > 0 && (('0' <= c && c <= '9') || c == '.' || c == '-'):
-		default:
-			return false
-		}
-	}
-	return k != ""
-}
-
-// validHostname: letters, digits, '-' and '.', starting and ending with a
-// letter or digit.
-func validHostname(h string) bool {
-	for i, c := range h {
-		alnum := ('0' <= c && c <= '9') || ('A' <= c && c <= 'Z') || ('a' <= c && c <= 'z')
-		if !alnum && ((c != '-' && c != '.') || i == 0 || i == len(h)-1) {
-			return false
-		}
-	}
-	return h != ""
-}
-
-// plan is a validated Spec turned into what the init needs, plus the host
-// objects the supervisor opened for it.
+// plan is the supervisor's Plan while resolve makes it.
 type plan struct {
-	cfg config.Init
-	id  namespaces.Identity
-	// files are handed to the init after the control socket, as fd 4...
-	files []*os.File
-	// cgroup is the layout the sandbox's cgroup goes in (None: rlimits).
-	cgroup cgroups.Layout
-	limits cgroups.Limits
-	// notices are jail's own one-line remarks, shown once the command runs.
-	notices []string
+	supervisor.Plan
 	// guards are jail's own filter rules for this sandbox (filter.Guard).
 	guards filter.Guards
-	// users is the password database, read once for all that asks it
-	// while the sandbox is made (its programs' directory among them).
-	users *privdir.Passwd
-}
-
-func (p *plan) close() {
-	for _, f := range p.files {
-		f.Close()
-	}
 }
 
 // prepare validates spec and resolves it. It changes nothing on the host;
 // what it refuses is the request's own fault (SetupError.Refused).
-func prepare(spec *Spec) (*plan, error) {
-	p, err := resolve(spec)
+func prepare(spec *Spec) (*supervisor.Plan, error) {
+	err := validate(spec)
+	var p *plan
+	if err == nil {
+		p, err = resolve(spec)
+	}
 	var se *SetupError
 	if errors.As(err, &se) {
 		se.Refused = true
 	}
-	return p, err
+	if err != nil {
+		return nil, err
+	}
+	return &p.Plan, nil
 }
 
-// resolve is prepare, short of marking its errors.
+// resolve turns a valid spec into a plan: it finds the image and the
+// profile, fills in their defaults and jail's, decides the identity, and
+// opens and checks the host paths the sandbox is to see. This is the I/O
+// of a run's preparation; what needs none is in validate.
 func resolve(spec *Spec) (*plan, error) {
 	users := new(privdir.Passwd)
 	var image *images.Image
 	var layers []images.Layer
 	if spec.Image != "" {
-		if spec.Rootfs != "" {
-			return nil, invalid("--image", "--image and --rootfs exclude each other")
-		}
 		img, l, err := resolveImage(spec)
 		if err != nil {
 			return nil, &SetupError{Step: "image " + spec.Image, Err: err}
@@ -137,41 +89,14 @@ func resolve(spec *Spec) (*plan, error) {
 		image, layers = &img, l
 	}
 	if len(spec.Command) == 0 {
+		// The image gives none either.
 		return nil, invalid("run", "no command given")
 	}
-	profileName := spec.Profile
-	if profileName == "" {
-		profileName = "default"
-	}
+	profileName := spec.ProfileName()
 	profile, policy, err := resolveProfile(profiles.DefaultStore(users), profileName, users)
 	if err != nil {
 		return nil, profileError(profileName, err)
 	}
-	if spec.Net != "" && spec.Net != "none" {
-		return nil, invalid("--net", "%q is not supported yet (only none)", spec.Net)
-	}
-	if len(spec.Secrets) > 0 {
-		return nil, invalid("--secret", "secrets are not supported yet")
-	}
-	if spec.Memory < 0 || (spec.Memory > 0 && spec.Memory < 4<<20) {
-		return nil, invalid("--memory", "%d bytes: must be at least 4M", spec.Memory)
-	}
-	if spec.CPUs < 0 || spec.CPUs > 1024 {
-		return nil, invalid("--cpus", "%g: must be between 0.01 and 1024", spec.CPUs)
-	}
-	if spec.Pids < 0 || spec.Pids > maxPids {
-		return nil, invalid("--pids", "%d: must be between 1 and %d", spec.Pids, maxPids)
-	}
-	if spec.Timeout < 0 {
-		return nil, invalid("--timeout", "%s: must be positive", spec.Timeout)
-	}
-	if spec.OutputLimit < 0 {
-		return nil, invalid("--output-limit", "%d: must be positive", spec.OutputLimit)
-	}
-	if spec.OutputLimit > MaxOutputLimit {
-		return nil, invalid("--output-limit", "%d bytes: must be at most %dM", spec.OutputLimit, MaxOutputLimit>>20)
-	}
-
 	if err := applyProfile(spec, profile); err != nil {
 		return nil, err
 	}
@@ -189,20 +114,17 @@ func resolve(spec *Spec) (*plan, error) {
 			return nil, &SetupError{Step: "image " + spec.Image, Err: err}
 		}
 	}
-	p := &plan{id: id, users: users}
+	p := &plan{Plan: supervisor.Plan{Identity: id, Users: users}}
 	ok := false
 	defer func() {
 		if !ok {
-			p.close()
+			p.Close()
 		}
 	}()
 
 	hostname := spec.Hostname
 	if hostname == "" {
 		hostname = defaultHostname
-	}
-	if len(hostname) > maxHostname || !validHostname(hostname) {
-		return nil, invalid("--hostname", "%q: must be 1 to %d letters, digits, '-' or '.'", truncate(hostname), maxHostname)
 	}
 
 	home := "/tmp"
@@ -231,26 +153,26 @@ func resolve(spec *Spec) (*plan, error) {
 		return nil, invalid("command", "arguments and environment exceed %d bytes", maxTotalBytes)
 	}
 
-	p.limits = cgroups.Limits{Memory: spec.Memory, CPUs: spec.CPUs, Pids: int64(spec.Pids)}
-	if p.limits.Memory == 0 {
-		p.limits.Memory = defaultMemory
+	p.Limits = cgroups.Limits{Memory: spec.Memory, CPUs: spec.CPUs, Pids: int64(spec.Pids)}
+	if p.Limits.Memory == 0 {
+		p.Limits.Memory = defaultMemory
 	}
-	if p.limits.CPUs == 0 {
-		p.limits.CPUs = defaultCPUs
+	if p.Limits.CPUs == 0 {
+		p.Limits.CPUs = defaultCPUs
 	}
-	if p.limits.Pids == 0 {
-		p.limits.Pids = defaultPids
+	if p.Limits.Pids == 0 {
+		p.Limits.Pids = defaultPids
 	}
 	// Each writable tmpfs may take half the memory limit (or what the
 	// profile says): filling one gives ENOSPC before the memory limit is
 	// reached (tmpfs pages are charged to the sandbox's memory).
-	scratch := p.limits.Memory / 2
+	scratch := p.Limits.Memory / 2
 	if profile.Limits.Scratch != "" {
 		if scratch, err = ParseSize(profile.Limits.Scratch); err != nil {
 			return nil, invalid("profile "+profileName, "limits.scratch: %v", err)
 		}
 	}
-	p.cfg = config.Init{
+	p.Config = config.Init{
 		Hostname: hostname,
 		Rootfs:   config.Rootfs{ReadOnly: spec.ReadOnly},
 		Limits: config.Limits{
@@ -264,19 +186,19 @@ func resolve(spec *Spec) (*plan, error) {
 		},
 	}
 	if uid == 0 {
-		p.cfg.Rootfs.Home = home
+		p.Config.Rootfs.Home = home
 	}
-	p.cfg.Masks, p.cfg.ReadOnly = profile.Masks, profile.ReadOnly
-	p.cfg.Seccomp = policy
+	p.Config.Masks, p.Config.ReadOnly = profile.Masks, profile.ReadOnly
+	p.Config.Seccomp = policy
 	for _, c := range profile.CapabilityNumbers() {
-		p.cfg.Capabilities |= 1 << c
+		p.Config.Capabilities |= 1 << c
 	}
 	var why error
-	if p.cgroup, why = cgroups.Detect(); p.cgroup.Version == cgroups.None {
-		p.notices = append(p.notices, fmt.Sprintf("no cgroup for this sandbox (%v): %s", why, p.fallbackLimits()))
+	if p.Cgroup, why = cgroups.Detect(); p.Cgroup.Version == cgroups.None {
+		p.Notices = append(p.Notices, fmt.Sprintf("no cgroup for this sandbox (%v): %s", why, p.fallbackLimits()))
 	}
 	if spec.TTY && spec.WindowSize != nil {
-		p.cfg.Process.Rows, p.cfg.Process.Cols = spec.WindowSize.Rows, spec.WindowSize.Cols
+		p.Config.Process.Rows, p.Config.Process.Cols = spec.WindowSize.Rows, spec.WindowSize.Cols
 	}
 
 	// Jail's own state is never shown to a sandbox: one that could change
@@ -292,10 +214,10 @@ func resolve(spec *Spec) (*plan, error) {
 	case image != nil:
 		// Overlay wants the top layer first.
 		for i := len(layers) - 1; i >= 0; i-- {
-			p.cfg.Rootfs.Lowers = append(p.cfg.Rootfs.Lowers, config.Layer{Path: layers[i].Path, Dev: layers[i].Dev, Ino: layers[i].Ino})
+			p.Config.Rootfs.Lowers = append(p.Config.Rootfs.Lowers, config.Layer{Path: layers[i].Path, Dev: layers[i].Dev, Ino: layers[i].Ino})
 		}
 		if image.Config.WorkingDir != "" {
-			p.cfg.Process.Cwd = filepath.Clean(image.Config.WorkingDir)
+			p.Config.Process.Cwd = filepath.Clean(image.Config.WorkingDir)
 		}
 	case spec.Rootfs != "":
 		// A root layer shows the sandbox everything below it: the same
@@ -308,19 +230,16 @@ func resolve(spec *Spec) (*plan, error) {
 		if !src.isDir() {
 			return nil, invalid("--rootfs "+spec.Rootfs, "not a directory")
 		}
-		p.cfg.Rootfs.Lowers = []config.Layer{{Path: src.path, Dev: src.stat.Dev, Ino: src.stat.Ino}}
+		p.Config.Rootfs.Lowers = []config.Layer{{Path: src.path, Dev: src.stat.Dev, Ino: src.stat.Ino}}
 	default:
-		p.cfg.Rootfs.HostTree = true
-		p.cfg.Masks = append(append(p.cfg.Masks, hostHomes(callerHome, users)...), stateMasks()...)
+		p.Config.Rootfs.HostTree = true
+		p.Config.Masks = append(append(p.Config.Masks, hostHomes(callerHome, users)...), stateMasks()...)
 	}
 
 	mounts := spec.Mounts
 	if spec.Workspace != "" {
 		mounts = append([]Mount{{Source: spec.Workspace, Destination: "/workspace", Writable: true}}, mounts...)
-		p.cfg.Process.Cwd = "/workspace"
-	}
-	if len(mounts) > maxMounts {
-		return nil, invalid("--mount", "more than %d mounts", maxMounts)
+		p.Config.Process.Cwd = "/workspace"
 	}
 	var sources []*hostSource
 	defer func() {
@@ -337,29 +256,26 @@ func resolve(spec *Spec) (*plan, error) {
 		if err != nil {
 			return nil, invalid(flag, "%v", err)
 		}
-		if d := rootfs.WithinAny(cm.Destination, p.cfg.Masks); d != "" {
+		if d := rootfs.WithinAny(cm.Destination, p.Config.Masks); d != "" {
 			src.close()
 			return nil, invalid(flag, "%s is inside %s, which the sandbox does not see (a home, or a masked path): mount it elsewhere", cm.Destination, d)
 		}
-		p.cfg.Mounts = append(p.cfg.Mounts, cm)
+		p.Config.Mounts = append(p.Config.Mounts, cm)
 		sources = append(sources, src)
 	}
 	if err := p.shareWritableMounts(sources); err != nil {
 		return nil, err
 	}
-	for _, m := range p.cfg.Mounts {
+	for _, m := range p.Config.Mounts {
 		if m.Writable {
 			// Nothing made in a host directory may be set-id there.
 			p.guards.SetID = true
 		}
 	}
-	p.cfg.Seccomp.Guard = filter.Guard(p.guards)
+	p.Config.Seccomp.Guard = filter.Guard(p.guards)
 
 	if spec.Workdir != "" {
-		if err := rootfs.CheckWorkdir(spec.Workdir); err != nil {
-			return nil, invalid("--workdir", "%v", err)
-		}
-		p.cfg.Process.Cwd = filepath.Clean(spec.Workdir)
+		p.Config.Process.Cwd = filepath.Clean(spec.Workdir)
 	}
 	ok = true
 	return p, nil
@@ -515,15 +431,9 @@ func profileError(name string, err error) error {
 	return &SetupError{Step: "profile " + name, Err: err}
 }
 
-// checkMount validates one bind mount and opens its source (see
-// openHostSource); the caller closes the source.
+// checkMount opens the source of one bind mount, which validate checked
+// (see openHostSource); the caller closes the source.
 func checkMount(m Mount, callerHome string, jailDirs []string) (config.Mount, *hostSource, error) {
-	if !filepath.IsAbs(m.Source) {
-		return config.Mount{}, nil, fmt.Errorf("source must be an absolute path")
-	}
-	if err := rootfs.CheckDestination(m.Destination); err != nil {
-		return config.Mount{}, nil, err
-	}
 	src, err := openHostSource(m.Source, callerHome, jailDirs)
 	if err != nil {
 		return config.Mount{}, nil, err
@@ -664,16 +574,16 @@ func jailStateDirs(store string, users *privdir.Passwd) []string {
 // limit (tmpfs pages count against nothing else here). It returns what
 // bounds the sandbox and what does not, for the notice.
 func (p *plan) fallbackLimits() string {
-	mem := p.limits.Memory
-	l := &p.cfg.Limits
-	l.RlimitData, l.RlimitNproc, l.RlimitStack = mem, p.limits.Pids, mem
+	mem := p.Limits.Memory
+	l := &p.Config.Limits
+	l.RlimitData, l.RlimitNproc, l.RlimitStack = mem, p.Limits.Pids, mem
 	// A stack mapping is private memory that RLIMIT_DATA does not count.
 	p.guards.NoGrowsDown = true
 	// RLIMIT_NPROC counts one user's tasks: with subordinate ids, sandbox
 	// root could start --pids tasks under each of its other ids. Without
 	// SETUID and SETGID it stays one user (its files keep their owners).
-	if p.id.SubIDs {
-		p.cfg.Capabilities &^= 1<<unix.CAP_SETUID | 1<<unix.CAP_SETGID
+	if p.Identity.SubIDs {
+		p.Config.Capabilities &^= 1<<unix.CAP_SETUID | 1<<unix.CAP_SETGID
 	}
 	// tmp, upper, home a sixth each, /dev/shm an eighth, /run a
 	// sixteenth, System V shm the remaining eighth or so.
@@ -681,11 +591,11 @@ func (p *plan) fallbackLimits() string {
 	l.ShmSize, l.RunSize = min(l.ShmSize, mem/8), min(l.RunSize, mem/16)
 	// Only the ipc namespace's root may set its limits: an init that
 	// runs as the command's non-root user (rootless, one id) cannot.
-	sysv := p.id.InitUID == 0
+	sysv := p.Identity.InitUID == 0
 	if sysv {
 		l.SysVShm = mem / 8
 	}
-	return FallbackLimits(sysv, p.id.SubIDs)
+	return FallbackLimits(sysv, p.Identity.SubIDs)
 }
 
 // FallbackLimits says what bounds a sandbox that has no cgroup (rootless
@@ -759,11 +669,11 @@ func hostHomes(callerHome string, users *privdir.Passwd) []string {
 // mounts have the same unprivileged one. The sandbox never writes as host
 // root: a writable source owned by uid or gid 0 is refused.
 func (p *plan) shareWritableMounts(sources []*hostSource) error {
-	if p.id.Rootless {
+	if p.Identity.Rootless {
 		return nil
 	}
 	var writable []int
-	for i, m := range p.cfg.Mounts {
+	for i, m := range p.Config.Mounts {
 		if !m.Writable {
 			continue
 		}
@@ -785,13 +695,13 @@ func (p *plan) shareWritableMounts(sources []*hostSource) error {
 	if err == nil || !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.EOPNOTSUPP) {
 		return err
 	}
-	first := p.cfg.Mounts[writable[0]]
+	first := p.Config.Mounts[writable[0]]
 	for _, i := range writable {
-		if m := p.cfg.Mounts[i]; m.SourceUID != first.SourceUID || m.SourceGID != first.SourceGID {
+		if m := p.Config.Mounts[i]; m.SourceUID != first.SourceUID || m.SourceGID != first.SourceGID {
 			return invalid(mountFlag(m), "this kernel cannot id-map its filesystem, and writable mounts with different owners cannot share one sandbox user")
 		}
 	}
-	if mapErr := p.id.MapUserOnto(first.SourceUID, first.SourceGID); mapErr != nil {
+	if mapErr := p.Identity.MapUserOnto(first.SourceUID, first.SourceGID); mapErr != nil {
 		return invalid(mountFlag(first), "this kernel cannot id-map its filesystem (%v), and %v", err, mapErr)
 	}
 	return nil
@@ -870,17 +780,17 @@ func mountFlag(m config.Mount) string {
 // their opened sources, passed to the init as files. On failure none is
 // kept.
 func (p *plan) idmapMounts(writable []int, sources []*hostSource) (err error) {
-	hostUID, _ := p.id.HostUID(p.cfg.Process.UID)
-	hostGID, _ := p.id.HostGID(p.cfg.Process.GID)
-	kept := len(p.files)
+	hostUID, _ := p.Identity.HostUID(p.Config.Process.UID)
+	hostGID, _ := p.Identity.HostGID(p.Config.Process.GID)
+	kept := len(p.Files)
 	defer func() {
 		if err != nil {
-			for _, f := range p.files[kept:] {
+			for _, f := range p.Files[kept:] {
 				f.Close()
 			}
-			p.files = p.files[:kept]
+			p.Files = p.Files[:kept]
 			for _, i := range writable {
-				p.cfg.Mounts[i].FD = -1
+				p.Config.Mounts[i].FD = -1
 			}
 		}
 	}()
@@ -891,7 +801,7 @@ func (p *plan) idmapMounts(writable []int, sources []*hostSource) (err error) {
 		}
 	}()
 	for _, i := range writable {
-		m := &p.cfg.Mounts[i]
+		m := &p.Config.Mounts[i]
 		owner := [2]int{m.SourceUID, m.SourceGID}
 		ns := namespaces[owner]
 		if ns == nil {
@@ -905,12 +815,12 @@ func (p *plan) idmapMounts(writable []int, sources []*hostSource) (err error) {
 		if err != nil {
 			return invalid(mountFlag(*m), "clone mount: %w", err)
 		}
-		p.files = append(p.files, os.NewFile(uintptr(tree), m.Source))
+		p.Files = append(p.Files, os.NewFile(uintptr(tree), m.Source))
 		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV, Userns_fd: uint64(ns.Fd())}
 		if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, &attr); err != nil {
 			return invalid(mountFlag(*m), "id-mapped mount: %w", err)
 		}
-		m.FD = 3 + len(p.files) // fd 3 is the control socket
+		m.FD = 3 + len(p.Files) // fd 3 is the control socket
 	}
 	return nil
 }
@@ -953,17 +863,13 @@ func buildEnv(spec *Spec, home string, imageEnv []string) ([]string, error) {
 		k, _, _ := strings.Cut(e, "=")
 		index[k] = i
 	}
+	// The caller's entries, which validate checked, come after the
+	// profile's, which are checked here.
 	for _, e := range spec.Env {
-		k, _, hasValue := strings.Cut(e, "=")
-		if !hasValue {
-			return nil, invalid("--env "+truncate(e), "must be K=V")
+		if err := checkEnvEntry(e); err != nil {
+			return nil, err
 		}
-		if len(k) > maxEnvKey || !validEnvKey(k) {
-			return nil, invalid("--env "+truncate(k), "not a valid variable name (at most %d of A-Z a-z 0-9 _ . -)", maxEnvKey)
-		}
-		if len(e) > maxArgBytes || strings.IndexByte(e, 0) >= 0 {
-			return nil, invalid("--env "+k, "value longer than %d bytes or holds a NUL byte", maxArgBytes)
-		}
+		k, _, _ := strings.Cut(e, "=")
 		if i, ok := index[k]; ok {
 			env[i] = e
 			continue
@@ -972,12 +878,4 @@ func buildEnv(spec *Spec, home string, imageEnv []string) ([]string, error) {
 		env = append(env, e)
 	}
 	return env, nil
-}
-
-// truncate shortens user input quoted in an error message.
-func truncate(s string) string {
-	if len(s) > 64 {
-		return s[:61] + "..."
-	}
-	return s
 }

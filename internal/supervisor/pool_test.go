@@ -1,4 +1,4 @@
-package jail
+package supervisor
 
 import (
 	"os"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jail-sandbox/jail/api"
 	"github.com/jail-sandbox/jail/cgroups"
 )
 
@@ -13,10 +14,7 @@ import (
 // is replaced by a new one, so no run gets a view of the host older than
 // that.
 func TestPoolRebuildsOldSandboxes(t *testing.T) {
-	pool, err := NewPool(Spec{}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool := testPool(t, testSandbox{}, 0)
 	defer pool.Close()
 	pool.maxAge = 150 * time.Millisecond
 	pool.start(1)
@@ -37,10 +35,10 @@ func TestPoolRebuildsOldSandboxes(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	// And a run still gets a ready one.
-	pool.waitReady(5 * time.Second)
-	res, tm, err := pool.runTimed(t.Context(), Spec{Command: []string{"true"}})
-	if err != nil || res.ExitCode != 0 || !tm.cgroup.IsZero() {
-		t.Errorf("run: %v %+v (pooled: %v)", err, res, tm.cgroup.IsZero())
+	pool.WaitReady(5 * time.Second)
+	res, tm, err := runIn(t, pool, testSandbox{args: []string{"true"}})
+	if err != nil || res.ExitCode != 0 || !tm.Cgroup.IsZero() {
+		t.Errorf("run: %v %+v (pooled: %v)", err, res, tm.Cgroup.IsZero())
 	}
 }
 
@@ -48,27 +46,21 @@ func TestPoolRebuildsOldSandboxes(t *testing.T) {
 // template resolves to (the host changed after it was built) is never run:
 // the run starts cold, and the pool builds a new one.
 func TestPoolReplacesAStaleSandbox(t *testing.T) {
-	pool, err := NewPool(Spec{}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool := testPool(t, testSandbox{}, 1)
 	defer pool.Close()
-	pool.waitReady(20 * time.Second)
+	pool.WaitReady(20 * time.Second)
 	// As if the template now resolved to another sandbox than the ready
 	// one: the host name stands for any change.
-	stale := Spec{Command: []string{"hostname"}, Hostname: "changed", Capture: true}
-	p, err := prepare(&stale)
-	if err != nil {
-		t.Fatal(err)
-	}
+	stale := testSandbox{args: []string{"hostname"}, hostname: "changed"}
+	p := testPlan(t, stale)
 	pool.mu.Lock()
 	pool.key = keyOf(p)
 	built := pool.built
 	pool.mu.Unlock()
-	p.close()
-	res, tm, err := pool.runTimed(t.Context(), stale)
-	if err != nil || res.Stdout != "changed\n" || tm.cgroup.IsZero() && tm.initStarted.IsZero() {
-		t.Fatalf("run: %v %+v (cold: %v)", err, res, !tm.initStarted.IsZero())
+	p.Close()
+	res, tm, err := runIn(t, pool, stale)
+	if err != nil || res.Stdout != "changed\n" || tm.Cgroup.IsZero() && tm.InitStarted.IsZero() {
+		t.Fatalf("run: %v %+v (cold: %v)", err, res, !tm.InitStarted.IsZero())
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -89,15 +81,12 @@ func TestPoolReplacesAStaleSandbox(t *testing.T) {
 // forker die, the sandboxes it started die with it and the pool goes on,
 // starting inits itself.
 func TestPoolOutlivesItsForker(t *testing.T) {
-	pool, err := NewPool(Spec{}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool := testPool(t, testSandbox{}, 1)
 	defer pool.Close()
 	if pool.forker == nil {
 		t.Fatal("the pool has no forker")
 	}
-	pool.waitReady(20 * time.Second)
+	pool.WaitReady(20 * time.Second)
 	if err := pool.forker.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +96,7 @@ func TestPoolOutlivesItsForker(t *testing.T) {
 		}
 	}
 	for i := 0; i < 3; i++ {
-		res, err := pool.Run(t.Context(), Spec{Command: []string{"sh", "-c", "echo ok"}, Capture: true})
+		res, _, err := runIn(t, pool, testSandbox{args: []string{"sh", "-c", "echo ok"}})
 		if err != nil || res.ExitCode != 0 || res.Stdout != "ok\n" {
 			t.Errorf("run %d after the forker died: %v %+v", i, err, res)
 		}
@@ -136,10 +125,7 @@ func TestPoolRunsCountOnlyTheirOwnUse(t *testing.T) {
 	if layout.Version == cgroups.None {
 		t.Skip("no cgroups")
 	}
-	pool, err := NewPool(Spec{Memory: 64 << 20}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool := testPool(t, testSandbox{memory: 64 << 20}, 0)
 	defer pool.Close()
 	// Whether cgroups are reused here: on v2, whether memory.peak can be
 	// written, as the project's parent shows once the first run made it.
@@ -150,10 +136,10 @@ func TestPoolRunsCountOnlyTheirOwnUse(t *testing.T) {
 		st, err := os.Stat(filepath.Join(layout.Above, cgroups.Parent, "memory.peak"))
 		return err == nil && st.Mode().Perm()&0o200 != 0
 	}
-	run := func(script string) Result {
+	run := func(script string) api.Result {
 		t.Helper()
 		given, taken := pool.spareCounts()
-		res, err := pool.Run(t.Context(), Spec{Command: []string{"sh", "-c", script}, Memory: 64 << 20})
+		res, _, err := runIn(t, pool, testSandbox{args: []string{"sh", "-c", script}, memory: 64 << 20})
 		if err != nil {
 			t.Fatalf("%s: %v", script, err)
 		}

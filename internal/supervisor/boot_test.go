@@ -1,4 +1,4 @@
-package jail
+package supervisor
 
 import (
 	"errors"
@@ -15,9 +15,9 @@ import (
 // fails with the cgroup's SetupError and leaves nothing waiting behind it:
 // its pool closes, and no goroutine of its supervisor remains (the readers
 // of its output, the release of its janitor, the thread that started its
-// init in the cgroup). The kernel refuses the pids limit here; prepare
-// refuses it too, so it is set on the plan, past prepare's checks, as any
-// failure of the cgroup's making would come.
+// init in the cgroup). The kernel refuses the pids limit here; jail's
+// validation refuses it too, so it is set on the plan, past those checks,
+// as any failure of the cgroup's making would come.
 func TestFailedBootReleasesEverything(t *testing.T) {
 	if layout, _ := cgroups.Detect(); layout.Version == cgroups.None {
 		t.Skip("no cgroups")
@@ -31,29 +31,23 @@ func TestFailedBootReleasesEverything(t *testing.T) {
 		{"one-shot run", false, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			pool, err := NewPool(Spec{}, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
+			pool := testPool(t, testSandbox{}, 0)
 			if c.forker && pool.forker == nil {
 				t.Fatal("the pool has no forker")
 			}
 			for i := 0; i < 3; i++ {
-				spec := Spec{Command: []string{"true"}, Capture: true}
-				p, err := prepare(&spec)
-				if err != nil {
-					t.Fatal(err)
-				}
-				p.limits.Pids = math.MaxInt64
-				tm := &timings{start: time.Now()}
-				s := newSupervisor(&spec, p, tm)
+				job := testJob()
+				p := testPlan(t, testSandbox{args: []string{"true"}})
+				p.Limits.Pids = math.MaxInt64
+				tm := &Timings{Start: time.Now()}
+				s := newSupervisor(job, p, tm)
 				if c.pooled {
-					s = pool.supervisor(&spec, p, tm)
+					s = pool.supervisor(job, p, tm)
 					if !c.forker {
 						s.forker = nil
 					}
 				}
-				_, err = s.runCold(t.Context())
+				_, err := s.runCold(t.Context())
 				var se *SetupError
 				if !errors.As(err, &se) || se.Step != "cgroup" {
 					t.Fatalf("run %d: %v, want the cgroup's SetupError", i, err)
@@ -84,7 +78,7 @@ func waitNoSupervisorGoroutines(t *testing.T) {
 		stacks := string(buf[:runtime.Stack(buf, true)])
 		var left []string
 		for _, g := range strings.Split(stacks, "\n\n") {
-			if strings.Contains(g, "jail.(*supervisor)") {
+			if strings.Contains(g, "supervisor.(*supervisor)") {
 				left = append(left, g)
 			}
 		}

@@ -1,4 +1,4 @@
-package jail
+package supervisor
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jail-sandbox/jail/api"
 	"github.com/jail-sandbox/jail/cgroups"
 	"github.com/jail-sandbox/jail/cgroups/janitor"
 	"github.com/jail-sandbox/jail/internal/config"
@@ -14,24 +15,14 @@ import (
 	"github.com/jail-sandbox/jail/namespaces"
 )
 
-// Pool keeps sandboxes built ahead of need: their cgroup made, their init
-// started in fresh namespaces, the root filesystem mounted, waiting for a
-// command. A run that such a sandbox fits then costs about a fork and an
-// exec; the pool builds a replacement in the background.
-//
-// Every sandbox still runs exactly one command and is torn down after it:
-// nothing is shared between runs but the emptied cgroup (spareCgroups; on
-// v2 only from Linux 6.12). A sandbox fits a request when the request
-// would build the very same sandbox (same root, mounts, limits, profile,
-// identity and host name); only the command, its environment and working
-// directory, stdin and the run's timeout and output options may differ. The
-// comparison is made on the resolved description, so a profile edited or an
-// image replaced after the pool built its sandboxes is never run in a stale
-// one. Runs that do not fit, and runs with a terminal, are started cold, as
-// Run does. A ready sandbox is at most 30 s old: masks of host paths that
-// appeared since it was built, for one, are only in newer ones.
+// Pool is the machinery of a jail.Pool (see its documentation): the
+// fillers that build sandboxes ahead of need, the hand-out of a ready one
+// that fits a run, and what the pool's sandboxes share (a cgroup janitor,
+// a forker of inits, spare cgroups).
 type Pool struct {
-	template Spec
+	// resolve makes the plan of the next sandbox the pool builds: the
+	// template's, resolved afresh.
+	resolve func() (*Plan, error)
 	// watch is the one cgroup janitor of all the pool's sandboxes (nil
 	// without cgroups, or when it could not start: each then has its own),
 	// and forker the process that starts their inits (nil when it could
@@ -172,35 +163,19 @@ func (sp *spareCgroups) drain() []cgroups.Manager {
 // sandbox started this long ago would have.
 const maxReadyAge = 30 * time.Second
 
-// NewPool starts keeping size sandboxes built from template, which is
-// checked as Run would check it. Close ends them. With size 0 no sandbox is
-// kept ready, but the runs still share one cgroup janitor, which saves a
-// process per run.
-func NewPool(template Spec, size int) (*Pool, error) {
-	if err := startedWithoutInit(); err != nil {
-		return nil, err
-	}
-	if template.TTY || template.Stdin != nil {
-		return nil, invalid("pool", "a pool's template cannot have a terminal or stdin: each run brings its own")
-	}
+// NewPool starts keeping size sandboxes built from the plans resolve
+// makes; first is one such plan, which NewPool closes. Close ends them.
+func NewPool(first *Plan, resolve func() (*Plan, error), size int) *Pool {
 	size = max(size, 0)
-	spec := template
-	if len(spec.Command) == 0 {
-		// Never run: a ready sandbox gets its command when handed out.
-		spec.Command = []string{"/bin/true"}
-	}
-	p, err := prepare(&spec)
-	if err != nil {
-		return nil, err
-	}
-	pool := &Pool{template: spec, key: keyOf(p), maxAge: maxReadyAge, ready: make(chan *supervisor), stop: make(chan struct{})}
-	if p.cgroup.Version != cgroups.None {
+	p := first
+	pool := &Pool{resolve: resolve, key: keyOf(p), maxAge: maxReadyAge, ready: make(chan *supervisor), stop: make(chan struct{})}
+	if p.Cgroup.Version != cgroups.None {
 		pool.watch, _ = janitor.StartWatch("/proc/self/exe")
 	}
 	pool.forker, _ = forker.Start("/proc/self/exe")
-	p.close()
+	p.Close()
 	pool.start(size)
-	return pool, nil
+	return pool
 }
 
 // start starts size fillers.
@@ -277,8 +252,8 @@ func (pool *Pool) Ready() int {
 	return pool.waiting
 }
 
-// waitReady waits up to limit for a ready sandbox (for benchmarks).
-func (pool *Pool) waitReady(limit time.Duration) {
+// WaitReady waits up to limit for a ready sandbox (for benchmarks).
+func (pool *Pool) WaitReady(limit time.Duration) {
 	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		pool.mu.Lock()
 		n := pool.waiting
@@ -291,12 +266,12 @@ func (pool *Pool) waitReady(limit time.Duration) {
 
 // build boots one sandbox of the template.
 func (pool *Pool) build() (*supervisor, error) {
-	spec := pool.template
-	p, err := prepare(&spec)
+	p, err := pool.resolve()
 	if err != nil {
 		return nil, err
 	}
-	s := pool.supervisor(&spec, p, &timings{start: time.Now()})
+	// Built for no run yet: the run's job comes with its handout.
+	s := pool.supervisor(&Job{}, p, &Timings{Start: time.Now()})
 	if err := s.boot(); err != nil {
 		s.close()
 		return nil, err
@@ -324,35 +299,22 @@ func (pool *Pool) Err() error {
 	return pool.lastErr
 }
 
-// Run runs spec's command as Run does, in a ready sandbox when one fits.
-func (pool *Pool) Run(ctx context.Context, spec Spec) (Result, error) {
-	res, _, err := pool.runTimed(ctx, spec)
-	return res, err
-}
-
-func (pool *Pool) runTimed(ctx context.Context, spec Spec) (Result, *timings, error) {
-	t := &timings{start: time.Now()}
-	p, err := prepare(&spec)
-	if err != nil {
-		return Result{ExitCode: ExitSetup}, t, err
-	}
-	t.prepared = time.Now()
+// Run runs job's command in the sandbox p describes: in a ready one when
+// one fits, or else in one built now, as the package's Run does. It takes
+// over p.
+func (pool *Pool) Run(ctx context.Context, job *Job, p *Plan, t *Timings) (api.Result, error) {
 	if s := pool.take(p); s != nil {
-		process := p.cfg.Process
-		p.close()
+		process := p.Config.Process
+		p.Close()
 		s.times = t
-		res, err := s.finish(ctx, &spec, &process)
-		t.done = time.Now()
-		return res, t, err
+		return s.finish(ctx, job, &process)
 	}
-	res, err := pool.supervisor(&spec, p, t).runCold(ctx)
-	t.done = time.Now()
-	return res, t, err
+	return pool.supervisor(job, p, t).runCold(ctx)
 }
 
 // supervisor makes a supervisor whose cgroup the pool's janitor watches.
-func (pool *Pool) supervisor(spec *Spec, p *plan, t *timings) *supervisor {
-	s := newSupervisor(spec, p, t)
+func (pool *Pool) supervisor(job *Job, p *Plan, t *Timings) *supervisor {
+	s := newSupervisor(job, p, t)
 	pool.mu.Lock()
 	defer pool.mu.Unlock()
 	if !pool.closed {
@@ -367,8 +329,8 @@ func (pool *Pool) supervisor(spec *Spec, p *plan, t *timings) *supervisor {
 }
 
 // take returns a ready sandbox that is the one p describes, or nil.
-func (pool *Pool) take(p *plan) *supervisor {
-	if p.cfg.Process.TTY {
+func (pool *Pool) take(p *Plan) *supervisor {
+	if p.Config.Process.TTY {
 		return nil
 	}
 	want := keyOf(p)
@@ -396,8 +358,8 @@ func (pool *Pool) take(p *plan) *supervisor {
 }
 
 // Close ends the ready sandboxes, stops building, and waits until the runs
-// in progress are over and every sandbox of the pool is gone from the host.
-// Run still works after Close, cold.
+// in progress are over and every sandbox of the pool is gone from the host
+// (jail.Pool.Close).
 func (pool *Pool) Close() error {
 	pool.stopOnce.Do(func() { close(pool.stop) })
 	pool.fillers.Wait()
@@ -429,8 +391,8 @@ type sandboxKey struct {
 	files   int
 }
 
-func keyOf(p *plan) sandboxKey {
-	k := sandboxKey{cfg: p.cfg, id: p.id, cgroup: p.cgroup, limits: p.limits, notices: p.notices, files: len(p.files)}
+func keyOf(p *Plan) sandboxKey {
+	k := sandboxKey{cfg: p.Config, id: p.Identity, cgroup: p.Cgroup, limits: p.Limits, notices: p.Notices, files: len(p.Files)}
 	k.cfg.Process.Args, k.cfg.Process.Env, k.cfg.Process.Cwd = nil, nil, ""
 	return k
 }

@@ -1,4 +1,4 @@
-package jail
+package supervisor
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/jail-sandbox/jail/api"
 	"github.com/jail-sandbox/jail/cgroups"
 	"github.com/jail-sandbox/jail/cgroups/cgroupfile"
 	"github.com/jail-sandbox/jail/cgroups/janitor"
@@ -23,68 +24,31 @@ import (
 	"github.com/jail-sandbox/jail/internal/spawn"
 )
 
-// Run runs spec.Command in a new sandbox, streams its output to spec.Stdout
-// and spec.Stderr, and returns how it ended. When Run returns, the command
-// and every process it started are gone; the init, which killed and reaped
-// them before reporting, may still be in the kernel's teardown of the
-// namespaces, and its cgroup is removed by the janitor right after.
-//
-// Cancelling ctx kills the sandbox; Run then returns ctx.Err().
-func Run(ctx context.Context, spec Spec) (Result, error) {
-	res, _, err := runTimed(ctx, spec)
-	return res, err
-}
-
-// timings are when a one-shot run reached each step, for the benchmarks
-// that find which step a regression is in.
-type timings struct {
-	start, prepared, cgroup, initStarted time.Time
-	// initRunning and rootBuilt are reported by the init: its own code
-	// began, its root filesystem was built.
-	initRunning, rootBuilt             time.Time
-	commandStarted, exitReported, done time.Time
-}
-
-func runTimed(ctx context.Context, spec Spec) (Result, *timings, error) {
-	t := &timings{start: time.Now()}
-	if err := startedWithoutInit(); err != nil {
-		return Result{ExitCode: ExitSetup}, t, err
-	}
-	p, err := prepare(&spec)
-	if err != nil {
-		return Result{ExitCode: ExitSetup}, t, err
-	}
-	t.prepared = time.Now()
-	res, err := runPlan(ctx, &spec, p, t)
-	t.done = time.Now()
-	return res, t, err
-}
-
-// runPlan builds the sandbox p describes, runs spec's command in it and
-// tears it down. It takes over p.
-func runPlan(ctx context.Context, spec *Spec, p *plan, t *timings) (Result, error) {
-	return newSupervisor(spec, p, t).runCold(ctx)
+// Run builds the sandbox p describes, runs job's command in it and tears it
+// down (see jail.Run). It takes over p.
+func Run(ctx context.Context, job *Job, p *Plan, t *Timings) (api.Result, error) {
+	return newSupervisor(job, p, t).runCold(ctx)
 }
 
 // runCold builds the sandbox and runs the command of the plan in it.
-func (s *supervisor) runCold(ctx context.Context) (Result, error) {
+func (s *supervisor) runCold(ctx context.Context) (api.Result, error) {
 	if err := s.boot(); err != nil {
 		s.close()
-		return Result{ExitCode: ExitSetup}, err
+		return api.Result{ExitCode: api.ExitSetup}, err
 	}
-	return s.finish(ctx, s.spec, nil)
+	return s.finish(ctx, s.job, nil)
 }
 
-func newSupervisor(spec *Spec, p *plan, t *timings) *supervisor {
-	return &supervisor{spec: spec, plan: p, start: t.start, times: t,
+func newSupervisor(job *Job, p *Plan, t *Timings) *supervisor {
+	return &supervisor{job: job, plan: p, start: t.Start, times: t,
 		reaped: make(chan struct{}), handout: make(chan struct{}), finished: make(chan struct{}),
 		reports: make(chan report, 1), ready: make(chan struct{}), exitReport: make(chan report, 1), waited: make(chan error, 1)}
 }
 
 // supervisor is the host side of one running sandbox.
 type supervisor struct {
-	spec  *Spec
-	plan  *plan
+	job   *Job
+	plan  *Plan
 	start time.Time
 
 	conn *control.Conn
@@ -113,10 +77,10 @@ type supervisor struct {
 	// ready, so the janitor removes the cgroup once it is gone.
 	leftToJanitor bool
 	reaped        chan struct{} // closed once the init is reaped
-	times         *timings      // when each step was reached
+	times         *Timings      // when each step was reached
 
 	// handout is closed when the sandbox gets the command it runs: from
-	// then on s.spec is the caller's and the output has its captures.
+	// then on s.job is the caller's and the output has its captures.
 	handout chan struct{}
 	// finished is closed when finish or discard is done with the sandbox.
 	finished chan struct{}
@@ -164,7 +128,7 @@ func (s *supervisor) boot() (err error) {
 		return &SetupError{Step: "start", Err: err}
 	}
 	s.conn = conn
-	s.source = programs.NewSource(s.plan.users)
+	s.source = programs.NewSource(s.plan.Users)
 	s.startJanitor()
 	// Who starts the init is decided once, here: the cgroup's entry
 	// depends on it. A forker that is gone (killed, say) no longer serves;
@@ -173,7 +137,7 @@ func (s *supervisor) boot() (err error) {
 	// such inits are started from here.
 	// Nor can it write maps of subordinate ids, which take the setuid
 	// helpers.
-	s.byForker = s.forker != nil && s.forker.Err() == nil && 1+len(s.plan.files)+4 <= control.MaxFiles && !s.plan.id.SubIDs
+	s.byForker = s.forker != nil && s.forker.Err() == nil && 1+len(s.plan.Files)+4 <= control.MaxFiles && !s.plan.Identity.SubIDs
 	if s.lateEntry() {
 		err = s.bootThenEnter(initEnd)
 	} else {
@@ -201,6 +165,12 @@ func (s *supervisor) boot() (err error) {
 // before they drain their pipes to the end.
 func (s *supervisor) bootFailed() {
 	close(s.reaped)
+	s.handOutNothing()
+}
+
+// handOutNothing ends the wait of the output's readers of a sandbox that
+// runs no command: they drain their pipes into nothing.
+func (s *supervisor) handOutNothing() {
 	s.stdout, s.stderr = newCapture(nil, false, 0), newCapture(nil, false, 0)
 	close(s.handout)
 }
@@ -213,7 +183,7 @@ func (s *supervisor) bootFailed() {
 // is cloned into its cgroup, which must exist first; a pool's forker has
 // its thread enter the cgroup to fork the init there.
 func (s *supervisor) lateEntry() bool {
-	return s.plan.cgroup.Version == cgroups.V1 && !s.byForker
+	return s.plan.Cgroup.Version == cgroups.V1 && !s.byForker
 }
 
 // bootInCgroup makes the cgroup, then starts the init inside it and sends
@@ -223,11 +193,11 @@ func (s *supervisor) bootInCgroup(initEnd *os.File) error {
 		initEnd.Close()
 		return err
 	}
-	s.times.cgroup = time.Now()
+	s.times.Cgroup = time.Now()
 	if err := s.startInit(initEnd); err != nil {
 		return err
 	}
-	s.times.initStarted = time.Now()
+	s.times.InitStarted = time.Now()
 	if err := s.conn.Send(control.Message{Kind: control.KindConfig, Config: s.initConfig()}); err != nil {
 		return s.abandonInit(&SetupError{Step: "start", Err: err})
 	}
@@ -236,8 +206,8 @@ func (s *supervisor) bootInCgroup(initEnd *os.File) error {
 
 // initConfig is the description the init gets.
 func (s *supervisor) initConfig() *config.Init {
-	cfg := s.plan.cfg
-	cfg.TakeRoot = s.unmapped && s.plan.id.TakesRoot()
+	cfg := s.plan.Config
+	cfg.TakeRoot = s.unmapped && s.plan.Identity.TakesRoot()
 	return &cfg
 }
 
@@ -258,7 +228,7 @@ func (s *supervisor) bootThenEnter(initEnd *os.File) error {
 	if err := s.startInit(initEnd); err != nil {
 		return err
 	}
-	s.times.initStarted = time.Now()
+	s.times.InitStarted = time.Now()
 	abandon := s.abandonInit
 	cfg := s.initConfig()
 	cfg.EnterCgroup = true
@@ -268,7 +238,7 @@ func (s *supervisor) bootThenEnter(initEnd *os.File) error {
 	if err := s.createCgroup(); err != nil {
 		return abandon(err)
 	}
-	s.times.cgroup = time.Now()
+	s.times.Cgroup = time.Now()
 	// The init was started without a cgroup namespace, which it makes
 	// once it is in its cgroup: there must be one to enter.
 	if s.cgroup == nil {
@@ -394,7 +364,7 @@ func (s *supervisor) close() {
 		// (destroyCgroup waited for that).
 		s.source.Close()
 	}
-	s.plan.close()
+	s.plan.Close()
 }
 
 // ended reports whether the init is gone, say killed while it waited in a
@@ -416,41 +386,36 @@ func (s *supervisor) discard() {
 	_ = s.init.signal(syscall.SIGKILL)
 	<-s.reaped
 	_ = s.conn.Hangup()
-	s.stdout, s.stderr = newCapture(nil, false, 0), newCapture(nil, false, 0)
-	close(s.handout)
+	s.handOutNothing()
 	s.copies.Wait()
 	s.close()
 }
 
 // finish gives a booted sandbox its command (process, or the one in the
 // plan when nil), waits for it to end and tears the sandbox down.
-func (s *supervisor) finish(ctx context.Context, spec *Spec, process *config.Process) (Result, error) {
+func (s *supervisor) finish(ctx context.Context, job *Job, process *config.Process) (api.Result, error) {
 	defer close(s.finished)
 	defer s.close()
-	s.spec = spec
+	s.job = job
 	if process != nil {
 		// A sandbox from a pool: its time starts now.
 		s.start = time.Now()
 	}
-	limit := s.spec.OutputLimit
-	if limit == 0 {
-		limit = defaultOutputLimit
-	}
-	s.stdout = newCapture(s.spec.Stdout, s.spec.Capture, limit)
-	s.stderr = newCapture(s.spec.Stderr, s.spec.Capture, limit)
+	s.stdout = newCapture(s.job.Stdout, s.job.Capture, s.job.OutputLimit)
+	s.stderr = newCapture(s.job.Stderr, s.job.Capture, s.job.OutputLimit)
 	close(s.handout)
 
 	// The init was born in its cgroup: the command may start as soon as
 	// the init is ready.
 	release := control.Message{Kind: control.KindRelease, Process: process}
 	var files []*os.File
-	if process != nil && s.spec.Stdin != nil {
+	if process != nil && s.job.Stdin != nil {
 		stdin, err := s.stdinFor()
 		if err != nil {
 			_ = s.init.signal(syscall.SIGKILL)
 		} else {
 			files = append(files, stdin)
-			if stdin != s.spec.Stdin {
+			if stdin != s.job.Stdin {
 				defer stdin.Close()
 			}
 		}
@@ -460,8 +425,8 @@ func (s *supervisor) finish(ctx context.Context, spec *Spec, process *config.Pro
 	}
 
 	var timeout <-chan time.Time
-	if s.spec.Timeout > 0 {
-		t := time.NewTimer(s.spec.Timeout - time.Since(s.start))
+	if s.job.Timeout > 0 {
+		t := time.NewTimer(s.job.Timeout - time.Since(s.start))
 		defer t.Stop()
 		timeout = t.C
 	}
@@ -489,9 +454,9 @@ wait:
 		case <-ctx.Done():
 			cancelled = true
 			_ = s.init.signal(syscall.SIGKILL)
-		case sig := <-s.spec.Signals:
+		case sig := <-s.job.Signals:
 			_ = s.signal(sig)
-		case size := <-s.spec.Resize:
+		case size := <-s.job.Resize:
 			s.resize(size)
 		}
 	}
@@ -501,7 +466,7 @@ wait:
 	s.leftToJanitor = early
 	s.copies.Wait()
 
-	res := Result{WallMS: time.Since(s.start).Milliseconds()}
+	res := api.Result{WallMS: time.Since(s.start).Milliseconds()}
 	// After an early answer, the init is still being waited for (and its
 	// state written) in the background: only the cgroup's counters count.
 	// (s.usage is read only when the wait is over: after an early answer
@@ -525,14 +490,14 @@ wait:
 
 	switch {
 	case rep.setupErr != nil:
-		res.ExitCode = ExitSetup
+		res.ExitCode = api.ExitSetup
 		return res, rep.setupErr
 	case rep.execErr != nil:
 		res.ExitCode = rep.execErr.Code
 		return res, rep.execErr
 	case timedOut:
 		res.TimedOut = true
-		res.ExitCode = ExitTimeout
+		res.ExitCode = api.ExitTimeout
 	case cancelled:
 		res.ExitCode, res.Signal = 128+int(unix.SIGKILL), int(unix.SIGKILL)
 		return res, ctx.Err()
@@ -542,7 +507,7 @@ wait:
 		// The OOM killer took the init itself: the sandbox died of it.
 		res.ExitCode, res.Signal = 128+int(unix.SIGKILL), int(unix.SIGKILL)
 	default:
-		res.ExitCode = ExitSetup
+		res.ExitCode = api.ExitSetup
 		return res, &SetupError{Step: "init", Err: fmt.Errorf("ended before reporting: %v", waitErr)}
 	}
 	return res, nil
@@ -553,11 +518,11 @@ wait:
 // janitor (s.watch) watches the sandbox. It starts as early as boot does,
 // to overlap the init's start; createCgroup waits for it.
 func (s *supervisor) startJanitor() {
-	if s.plan.cgroup.Version == cgroups.None || s.watch != nil {
+	if s.plan.Cgroup.Version == cgroups.None || s.watch != nil {
 		return
 	}
 	s.cgroupName = sandboxName()
-	paths := cgroups.PathsFor(s.plan.cgroup, s.cgroupName)
+	paths := cgroups.PathsFor(s.plan.Cgroup, s.cgroupName)
 	started := make(chan janitorHandle, 1)
 	s.janitor = started
 	go func() { started <- ownJanitor(s.source, paths) }()
@@ -589,7 +554,7 @@ func ownJanitor(src *programs.Source, paths []string) janitorHandle {
 // could be started is it made all the same: a later janitor's sweep takes
 // it then.)
 func (s *supervisor) createCgroup() error {
-	if s.plan.cgroup.Version == cgroups.None {
+	if s.plan.Cgroup.Version == cgroups.None {
 		return nil
 	}
 	if s.janitor == nil {
@@ -597,14 +562,14 @@ func (s *supervisor) createCgroup() error {
 		s.janitor = started
 		if s.spares != nil {
 			// Its janitor watches it still: it was never forgotten.
-			if cg := s.spares.take(s.plan.cgroup, s.plan.limits); cg != nil {
+			if cg := s.spares.take(s.plan.Cgroup, s.plan.Limits); cg != nil {
 				s.cgroup = cg
 				started <- s.watched(cg.Paths())
 				return nil
 			}
 		}
 		s.cgroupName = sandboxName()
-		paths := cgroups.PathsFor(s.plan.cgroup, s.cgroupName)
+		paths := cgroups.PathsFor(s.plan.Cgroup, s.cgroupName)
 		if s.watch != nil && s.watch.Add(paths) == nil {
 			started <- s.watched(paths)
 		} else {
@@ -612,7 +577,7 @@ func (s *supervisor) createCgroup() error {
 		}
 	}
 	s.janitorStarted()
-	cg, err := cgroups.New(s.plan.cgroup, s.cgroupName, s.plan.limits)
+	cg, err := cgroups.New(s.plan.Cgroup, s.cgroupName, s.plan.Limits)
 	if err != nil {
 		return &SetupError{Step: "cgroup", Err: err}
 	}
@@ -627,7 +592,7 @@ func (s *supervisor) watched(paths []string) janitorHandle {
 	return janitorHandle{watched: true, release: func(destroyed bool) {
 		forget := func() {
 			if !destroyed && s.spares != nil && s.cgroup != nil {
-				kept, evicted := s.spares.give(s.plan.cgroup, s.plan.limits, s.cgroup)
+				kept, evicted := s.spares.give(s.plan.Cgroup, s.plan.Limits, s.cgroup)
 				if evicted != nil {
 					_ = removeWatched(s.watch, evicted)
 				}
@@ -721,7 +686,7 @@ func sandboxName() string {
 func (s *supervisor) startInit(initEnd *os.File) error {
 	defer initEnd.Close()
 
-	extra := append([]*os.File{initEnd}, s.plan.files...)
+	extra := append([]*os.File{initEnd}, s.plan.Files...)
 	if err := s.openInit(); err != nil {
 		return &SetupError{Step: "start", Err: err}
 	}
@@ -731,14 +696,14 @@ func (s *supervisor) startInit(initEnd *os.File) error {
 	}
 	// The init is started before its ids are mapped, which are written
 	// once it runs, unless that cannot be set up.
-	attr, err := s.plan.id.UnmappedSysProcAttr()
+	attr, err := s.plan.Identity.UnmappedSysProcAttr()
 	s.unmapped = err == nil
 	if !s.unmapped {
-		if s.plan.id.SubIDs {
+		if s.plan.Identity.SubIDs {
 			// Only the helpers can map subordinate ids, once it runs.
 			return &SetupError{Step: "start", Err: err}
 		}
-		attr = s.plan.id.SysProcAttr()
+		attr = s.plan.Identity.SysProcAttr()
 	}
 	cmd := &initStart{
 		path:  path,
@@ -766,7 +731,7 @@ func (s *supervisor) startInit(initEnd *os.File) error {
 		return err
 	}
 	if s.unmapped {
-		if err := s.plan.id.MapIDs(s.init.pid()); err != nil {
+		if err := s.plan.Identity.MapIDs(s.init.pid()); err != nil {
 			return s.abandonInit(&SetupError{Step: "start", Err: err})
 		}
 	}
@@ -801,7 +766,7 @@ func (s *supervisor) startInitCmd(cmd *initStart) error {
 	cmd.attr.PidFD = &pidfd
 	start := func() error {
 		files := append([]*os.File{cmd.stdin, cmd.stdout, cmd.stderr}, cmd.extra...)
-		pid, err := spawn.StartAs(s.plan.id.Creator(), cmd.path, cmd.args, nil, files, cmd.attr)
+		pid, err := spawn.StartAs(s.plan.Identity.Creator(), cmd.path, cmd.args, nil, files, cmd.attr)
 		if err != nil {
 			return &SetupError{Step: "start", Err: err}
 		}
@@ -845,7 +810,7 @@ func (s *supervisor) startForked(cmd *initStart) error {
 	if err != nil {
 		return fail("start", err)
 	}
-	sp.Owner = s.plan.id.Creator()
+	sp.Owner = s.plan.Identity.Creator()
 	program := s.program.File()
 	sp.Program = program != nil
 	var files []*os.File
@@ -965,7 +930,7 @@ func (s *supervisor) connectStdio(cmd *initStart, childEnds *[]*os.File) error {
 	fail := func(err error) error {
 		return &SetupError{Step: "start", Err: err}
 	}
-	if !s.spec.TTY {
+	if !s.job.TTY {
 		for _, out := range []struct {
 			set  func(*os.File)
 			sink **capture
@@ -995,7 +960,7 @@ func (s *supervisor) connectStdio(cmd *initStart, childEnds *[]*os.File) error {
 		}
 		if stdin != nil {
 			cmd.stdin = stdin
-			if _, passed := s.spec.Stdin.(*os.File); !passed || stdin != s.spec.Stdin {
+			if _, passed := s.job.Stdin.(*os.File); !passed || stdin != s.job.Stdin {
 				*childEnds = append(*childEnds, stdin)
 			}
 		}
@@ -1010,10 +975,10 @@ func (s *supervisor) connectStdio(cmd *initStart, childEnds *[]*os.File) error {
 // through /proc), except /dev/null, which reaches nothing; a terminal is
 // never (TIOCSTI), and a directory is refused.
 func (s *supervisor) stdinFor() (*os.File, error) {
-	if s.spec.Stdin == nil {
+	if s.job.Stdin == nil {
 		return nil, nil
 	}
-	if f, ok := s.spec.Stdin.(*os.File); ok {
+	if f, ok := s.job.Stdin.(*os.File); ok {
 		var st unix.Stat_t
 		if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 			return nil, &SetupError{Step: "stdin", Err: err}
@@ -1029,7 +994,7 @@ func (s *supervisor) stdinFor() (*os.File, error) {
 	if err != nil {
 		return nil, &SetupError{Step: "stdin", Err: err}
 	}
-	in := s.spec.Stdin
+	in := s.job.Stdin
 	go func() {
 		defer w.Close()
 		_, _ = io.Copy(w, in)
@@ -1052,14 +1017,14 @@ func (s *supervisor) listen() report {
 		case control.KindExecError:
 			rep.execErr = &ExecError{Code: msg.Code, Reason: msg.Reason}
 		case control.KindReady:
-			s.times.initRunning, s.times.rootBuilt = control.Time(msg.Running), control.Time(msg.Built)
+			s.times.InitRunning, s.times.RootBuilt = control.Time(msg.Running), control.Time(msg.Built)
 			close(s.ready)
 		case control.KindStarted:
-			<-s.handout // s.spec is the caller's from here on
-			s.times.commandStarted = time.Now()
-			if s.spec.Notices != nil {
-				for _, n := range s.plan.notices {
-					fmt.Fprintln(s.spec.Notices, n)
+			<-s.handout // s.job is the caller's from here on
+			s.times.CommandStarted = time.Now()
+			if s.job.Notices != nil {
+				for _, n := range s.plan.Notices {
+					fmt.Fprintln(s.job.Notices, n)
 				}
 			}
 			// The command's pidfd, then its terminal with --tty.
@@ -1067,12 +1032,12 @@ func (s *supervisor) listen() report {
 				s.command.started(files[0])
 				files = files[1:]
 			}
-			if len(files) == 1 && s.spec.TTY {
+			if len(files) == 1 && s.job.TTY {
 				s.attachTerminal(files[0])
 				files = nil
 			}
 		case control.KindExit:
-			s.times.exitReported = time.Now()
+			s.times.ExitReported = time.Now()
 			rep.exited, rep.code, rep.signal = true, msg.Code, msg.Signal
 			s.exitReport <- rep
 		}
@@ -1087,8 +1052,8 @@ func (s *supervisor) attachTerminal(master *os.File) {
 	s.masterMu.Lock()
 	s.master = master
 	s.masterMu.Unlock()
-	if s.spec.Stdin != nil {
-		go func() { _, _ = io.Copy(master, s.spec.Stdin) }()
+	if s.job.Stdin != nil {
+		go func() { _, _ = io.Copy(master, s.job.Stdin) }()
 	}
 	s.copies.Add(1)
 	go func() {
