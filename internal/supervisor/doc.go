@@ -6,6 +6,12 @@
 // need. Package jail validates and resolves a Spec into a Plan and a Job;
 // nothing here reads a profile, an image or a user's request.
 //
+// supervisor_linux.go boots a sandbox, gives it its command, listens to its
+// init and tears it down; init_linux.go starts the init (from here or by a
+// pool's forker); cgroup_linux.go makes the cgroup and starts its janitor;
+// command_linux.go connects the command's stdio, terminal and signals;
+// pool_linux.go keeps the Pools.
+//
 // # Concurrency
 //
 // One supervisor is one sandbox. Its goroutines, and what each owns:
