@@ -70,32 +70,12 @@ fuzz:
 		-o bin/fuzz/wire internal/control/testdata/wire_fuzz.c
 	cd bin/fuzz && ./wire -max_total_time=$(FUZZ_TIME) -max_len=65536 -print_final_stats=1 corpus seeds
 
-# The VM tool of ../shared/tools boots Debian's stock kernel with only cgroup
-# v2; binaries are built here and only run in the guest: the library's tests
-# (Run, Pool), then the integration tests, told by JAIL_TEST_EMULATED that
-# they run under software emulation (long loops are shortened). A hung test
-# panics at 20 minutes with every goroutine's stack (the suite takes 5–8
-# minutes there, twice that when the host is busy). The guest kernel
-# sometimes breaks under software emulation, seconds after boot, when the
-# first sandbox's cgroup gets its limits: 6.1 spun with "soft lockup" on
-# both virtual CPUs for minutes, 6.12 oopsed in the scheduler after an int3
-# trap (the kernel patches its code when such a feature is first used, which
-# may be what the emulator gets wrong); the next try passed each time. The
-# guest panics at the first soft lockup report (softlockup_panic=1, about
-# 25 s in) as it does at an oops, rather than wait for the tool's own
-# timeout (exit 124), and gets one more try; so does an emulator that fails
-# by itself (exit 125: QEMU 7.2 once aborted on an assertion in its MSI-X
-# emulation while the guest booted).
+# The cgroup v2 VM (../shared/tools/vm-cgroup2): binaries built here run in
+# the guest under Debian's stock kernel, then the library's and cgroups'
+# tests again under Linux 6.12 when /boot has it. Why one retry, the soft
+# lockup panic and the one-CPU 6.12 guest: docs/testing.md.
 VM_RUN ?= $(CURDIR)/../shared/tools/vm-cgroup2/run.sh
 VM_PACKAGES := qemu-system-x86 linux-image-amd64 cpio xz-utils
-# A pool reuses a v2 cgroup only where memory.peak can be restarted (Linux
-# 6.12): Debian 12's stock kernel (6.1) cannot. So the library's and the
-# cgroups package's tests run a second time under Debian 12's 6.12 kernel
-# (linux-image-6.12.*+deb12-amd64-unsigned, which .ci/run installs) when
-# /boot has one; the stock kernel is the one linux-image-amd64 depends on.
-# That second guest has one virtual CPU: with two, 6.12 oopsed as its first
-# sandbox cgroup got its limits in two of six runs (see below; both right
-# after the first guest's run), and one CPU runs these tests as fast (13 s).
 VM_STOCK_KERNEL = /boot/vmlinuz-$(shell dpkg-query -W -f='$${Depends}' linux-image-amd64 2>/dev/null | sed -n 's/^linux-image-\([^ ,]*\).*/\1/p')
 VM_612_KERNEL = $(shell ls -1 /boot/vmlinuz-6.12.* 2>/dev/null | sort -V | tail -n1)
 test-cgroup2:
@@ -107,6 +87,7 @@ test-cgroup2:
 	CGO_ENABLED=0 $(GO) build -o bin/vm/jailprobe ./test/jailprobe; \
 	$(GO) test -c -o bin/vm/integration.test ./test; \
 	$(GO) test -c -o bin/vm/library.test .; \
+	$(GO) test -c -o bin/vm/supervisor.test ./internal/supervisor; \
 	$(GO) test -c -o bin/vm/cgroups.test ./cgroups; \
 	set +e; cd test; \
 	vm() { \
@@ -118,9 +99,9 @@ test-cgroup2:
 		done; \
 	}; \
 	stock=$(VM_STOCK_KERNEL); [ -r "$$stock" ] || stock=; \
-	vm "$$stock" '$(CURDIR)/bin/vm/cgroups.test -test.v && $(CURDIR)/bin/vm/library.test -test.v -test.timeout 5m && $(CURDIR)/bin/vm/integration.test -test.v -test.timeout 20m' "$$(nproc)" || exit $$?; \
+	vm "$$stock" '$(CURDIR)/bin/vm/cgroups.test -test.v && $(CURDIR)/bin/vm/library.test -test.v -test.timeout 5m && $(CURDIR)/bin/vm/supervisor.test -test.v -test.timeout 5m && $(CURDIR)/bin/vm/integration.test -test.v -test.timeout 20m' "$$(nproc)" || exit $$?; \
 	if [ -z "$(VM_612_KERNEL)" ]; then echo "test-cgroup2: no Linux 6.12 in /boot: v2 cgroup reuse not tested"; exit 0; fi; \
-	vm "$(VM_612_KERNEL)" '$(CURDIR)/bin/vm/cgroups.test -test.v && $(CURDIR)/bin/vm/library.test -test.v -test.timeout 5m' 1
+	vm "$(VM_612_KERNEL)" '$(CURDIR)/bin/vm/cgroups.test -test.v && $(CURDIR)/bin/vm/library.test -test.v -test.timeout 5m && $(CURDIR)/bin/vm/supervisor.test -test.v -test.timeout 5m' 1
 
 test-deps:
 	@missing=""; want="$(TEST_PACKAGES)"; [ -x "$(VM_RUN)" ] && want="$$want $(VM_PACKAGES)"; \
