@@ -368,6 +368,14 @@ func resolveImage(spec *Spec) (images.Image, []images.Layer, error) {
 	if err != nil {
 		return img, nil, err
 	}
+	for _, e := range img.Config.Env {
+		// The caller's entries are checked as --env; the image's
+		// could not be handed to the init either.
+		if strings.IndexByte(e, 0) >= 0 {
+			k, _, _ := strings.Cut(e, "=")
+			return img, nil, fmt.Errorf("the image's environment: %q holds a NUL byte", truncate(k))
+		}
+	}
 	if wd := img.Config.WorkingDir; wd != "" {
 		if err := rootfs.CheckWorkdir(wd); err != nil {
 			return img, nil, fmt.Errorf("the image's working directory: %v", err)

@@ -64,6 +64,8 @@ func TestValidateChecks(t *testing.T) {
 		{"mounts", "a destination in /proc is refused", Spec{Command: cmd, Mounts: []Mount{{Source: "/s", Destination: "/proc/x"}}}, "--mount /s"},
 		{"workdir", "a relative working directory is refused", Spec{Command: cmd, Workdir: "src"}, "--workdir"},
 		{"workdir", "a working directory in /sys is refused", Spec{Command: cmd, Workdir: "/sys/fs"}, "--workdir"},
+		{"workdir", "a working directory with a NUL byte is refused", Spec{Command: cmd, Workdir: "/tmp\x00x"}, "--workdir"},
+		{"mounts", "a destination with a NUL byte is refused", Spec{Command: cmd, Mounts: []Mount{{Source: "/s", Destination: "/d\x00x"}}}, "--mount /s"},
 		{"workdir", "an absolute one elsewhere", Spec{Command: cmd, Workdir: "/src"}, ""},
 	}
 	covered := map[string]bool{}

@@ -118,6 +118,11 @@ func CheckWorkdir(dir string) error {
 	if len(dir) > 4095 {
 		return fmt.Errorf("path is longer than 4095 bytes")
 	}
+	if strings.IndexByte(dir, 0) >= 0 {
+		// The init could not be handed it: refused here, as the
+		// request's fault, rather than once a sandbox is started.
+		return fmt.Errorf("%q holds a NUL byte", dir)
+	}
 	clean := filepath.Clean(dir)
 	for _, t := range []string{"/proc", "/sys", "/dev"} {
 		if within(clean, t) {

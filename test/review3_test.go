@@ -1,0 +1,44 @@
+package test
+
+import (
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+)
+
+// TestImageConfigWithNULIsRefused: an image's environment, command or
+// working directory holding a NUL byte, which the init could not be handed,
+// is refused while the run is prepared, naming what is at fault, with one
+// line and exit 125 (the environment and working directory were refused only
+// once the sandbox had started, as "start: control: send config").
+func TestImageConfigWithNULIsRefused(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		jailS := withStore(t, m)
+		dir := sharedTempDir(t, rootless)
+		want := []string{"image localhost/nul:0: the image's environment: ", "image localhost/nul:1: the image's working directory: ", "command: "}
+		edits := []func(c *v1.Config){
+			func(c *v1.Config) { c.Env = append(c.Env, "X=a\x00b") },
+			func(c *v1.Config) { c.WorkingDir = "/etc\x00x" },
+			func(c *v1.Config) { c.Entrypoint = []string{"/bin/sh\x00x"} },
+		}
+		for i, edit := range edits {
+			ref := "localhost/nul:" + strconv.Itoa(i)
+			img := imageWithConfig(t, edit, layerOf(t, busyboxEntries(t)))
+			writeLayout(t, filepath.Join(dir, strconv.Itoa(i)), ref, img)
+			if r := jailS("image", "import", filepath.Join(dir, strconv.Itoa(i)), "--quiet"); r.code != 0 {
+				t.Fatalf("import: %q", r.stderr)
+			}
+			args := []string{"run", "--image", ref}
+			if i != 2 {
+				args = append(args, "--", "true")
+			}
+			r := jailS(args...)
+			if r.code != 125 || !strings.HasPrefix(r.stderr, "jail: "+want[i]) || strings.Count(r.stderr, "\n") != 1 {
+				t.Errorf("case %d: exit %d, %q; want a one-line refusal", i, r.code, r.stderr)
+			}
+		}
+	})
+}
