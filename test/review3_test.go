@@ -42,3 +42,27 @@ func TestImageConfigWithNULIsRefused(t *testing.T) {
 		}
 	})
 }
+
+// TestErrorNamingANewlineIsOneLine: a command, a working directory or a
+// host path whose name holds a newline or a terminal escape (typed, or an
+// image's) gives one `jail:` line with the character escaped, for the
+// command's failure (126/127, from the init) as for a refusal (125).
+func TestErrorNamingANewlineIsOneLine(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		for _, c := range []struct {
+			args []string
+			code int
+			want string
+		}{
+			{[]string{"run", "--", "./a\nb"}, 127, `jail: exec ./a\nb: `},
+			{[]string{"run", "--", "no-such\x1b[2J"}, 127, `jail: exec no-such\x1b[2J: `},
+			{[]string{"run", "--workdir", "/a\njail: b", "--", "true"}, 125, `jail: workdir /a\njail: b: `},
+			{[]string{"run", "--mount", "/tmp/no\nsuch:/d", "--", "true"}, 125, `jail: --mount /tmp/no\nsuch: `},
+		} {
+			r := jail(t, m, c.args...)
+			if r.code != c.code || !strings.HasPrefix(r.stderr, c.want) || strings.Count(r.stderr, "\n") != 1 {
+				t.Errorf("%q: exit %d, %q; want %d and one line starting %q", c.args, r.code, r.stderr, c.code, c.want)
+			}
+		}
+	})
+}
