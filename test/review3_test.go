@@ -46,7 +46,8 @@ func TestImageConfigWithNULIsRefused(t *testing.T) {
 // TestErrorNamingANewlineIsOneLine: a command, a working directory or a
 // host path whose name holds a newline or a terminal escape (typed, or an
 // image's) gives one `jail:` line with the character escaped, for the
-// command's failure (126/127, from the init) as for a refusal (125).
+// command's failure (126/127, from the init) as for a refusal (125), from
+// jail run as from its other commands.
 func TestErrorNamingANewlineIsOneLine(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		for _, c := range []struct {
@@ -58,6 +59,10 @@ func TestErrorNamingANewlineIsOneLine(t *testing.T) {
 			{[]string{"run", "--", "no-such\x1b[2J"}, 127, `jail: exec no-such\x1b[2J: `},
 			{[]string{"run", "--workdir", "/a\njail: b", "--", "true"}, 125, `jail: workdir /a\njail: b: `},
 			{[]string{"run", "--mount", "/tmp/no\nsuch:/d", "--", "true"}, 125, `jail: --mount /tmp/no\nsuch: `},
+			{[]string{"run", "--x\ny", "--", "true"}, 125, `jail: run: unknown option --x\ny `},
+			{[]string{"run", "--profile", "a\nb", "--", "true"}, 125, `jail: profile a\nb: `},
+			{[]string{"image", "rm", "a\nb"}, 125, `jail: image a\nb: `},
+			{[]string{"profile", "show", "a\nb"}, 125, `jail: profile a\nb: `},
 		} {
 			r := jail(t, m, c.args...)
 			if r.code != c.code || !strings.HasPrefix(r.stderr, c.want) || strings.Count(r.stderr, "\n") != 1 {

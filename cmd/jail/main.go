@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/jail-sandbox/jail"
+	"github.com/jail-sandbox/jail/internal/oneline"
 )
 
 func main() {
@@ -83,9 +84,9 @@ func parseFlags(fs *flag.FlagSet, args []string, usage string) (code int, done b
 	}
 }
 
-// fail prints a one-line error and returns the status for jail's own
+// fail prints a one-line error (its control characters escaped) and returns the status for jail's own
 // failures.
 func fail(format string, args ...any) int {
-	fmt.Fprintf(os.Stderr, "jail: "+format+"\n", args...)
+	fmt.Fprintln(os.Stderr, "jail: "+oneline.Escape(fmt.Sprintf(format, args...)))
 	return jail.ExitSetup
 }

@@ -141,7 +141,7 @@ func runCommand(args []string) int {
 		return fail("%v", err)
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "jail: %v\n", err)
+		fmt.Fprintf(os.Stderr, "jail: %v\n", err) // one line: ExecError's text is
 	}
 	if res.TimedOut {
 		fmt.Fprintf(os.Stderr, "jail: killed: timeout after %s\n", spec.Timeout)

@@ -11,6 +11,7 @@ import (
 	"os"
 
 	"github.com/jail-sandbox/jail"
+	"github.com/jail-sandbox/jail/internal/oneline"
 	"github.com/jail-sandbox/jail/internal/procname"
 )
 
@@ -22,9 +23,9 @@ func main() {
 	os.Exit(serve(os.Args[1:]))
 }
 
-// fail prints a one-line error as jail does and returns jail's status for
+// fail prints a one-line error (its control characters escaped) as jail does and returns jail's status for
 // its own failures.
 func fail(format string, args ...any) int {
-	fmt.Fprintf(os.Stderr, "jail: "+format+"\n", args...)
+	fmt.Fprintln(os.Stderr, "jail: "+oneline.Escape(fmt.Sprintf(format, args...)))
 	return jail.ExitSetup
 }

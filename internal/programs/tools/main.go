@@ -22,6 +22,7 @@ import (
 	"os"
 
 	"github.com/jail-sandbox/jail/images"
+	"github.com/jail-sandbox/jail/internal/oneline"
 	"github.com/jail-sandbox/jail/internal/procname"
 )
 
@@ -72,9 +73,9 @@ func answer(out io.Writer, v any, code int) int {
 	return code
 }
 
-// fail prints a one-line error as jail does and returns jail's status for
+// fail prints a one-line error (its control characters escaped) as jail does and returns jail's status for
 // its own failures.
 func fail(format string, args ...any) int {
-	fmt.Fprintf(os.Stderr, "jail: "+format+"\n", args...)
+	fmt.Fprintln(os.Stderr, "jail: "+oneline.Escape(fmt.Sprintf(format, args...)))
 	return 125
 }
