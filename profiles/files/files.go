@@ -63,9 +63,19 @@ func parse(name, source string, data []byte) (*profiles.Profile, int, error) {
 	if p.Network != "" && p.Network != "none" {
 		return nil, 0, &profiles.Error{Profile: name, Line: lineOf(&root, "network"), Err: fmt.Errorf("network %q: only none is supported", p.Network)}
 	}
-	for _, path := range append(append([]string{}, p.Masks...), p.ReadOnly...) {
-		if !filepath.IsAbs(path) || strings.Contains(path, "..") {
-			return nil, 0, &profiles.Error{Profile: name, Line: lineOf(&root, "masks"), Err: fmt.Errorf("path %q must be absolute, without ..", path)}
+	for _, list := range []struct {
+		key   string
+		paths []string
+	}{{"masks", p.Masks}, {"read_only", p.ReadOnly}} {
+		for _, path := range list.paths {
+			if !filepath.IsAbs(path) || strings.Contains(path, "..") {
+				return nil, 0, &profiles.Error{Profile: name, Line: lineOf(&root, list.key), Err: fmt.Errorf("path %q must be absolute, without ..", path)}
+			}
+			if strings.IndexByte(path, 0) >= 0 {
+				// The init could not be handed it: refused here
+				// rather than once a sandbox has started.
+				return nil, 0, &profiles.Error{Profile: name, Line: lineOf(&root, list.key), Err: fmt.Errorf("path %q holds a NUL byte", path)}
+			}
 		}
 	}
 	for _, d := range p.Seccomp.Errno {

@@ -31,6 +31,8 @@ func TestParse(t *testing.T) {
 		{"argument index", "version: 1\nseccomp:\n  allow_if:\n    - {syscall: clone, args: [{index: 6, equals: 0}]}\n", 4, "argument index 6"},
 		{"network", "version: 1\nnetwork: host\n", 2, "only none"},
 		{"relative mask", "version: 1\nmasks: [etc/shadow]\n", 2, "absolute"},
+		{"mask with a NUL byte", "version: 1\nmasks: [\"/etc/x\\0y\"]\n", 2, "NUL byte"},
+		{"read-only path with a NUL byte", "version: 1\nread_only: [\"/etc/x\\0y\"]\n", 2, "NUL byte"},
 		{"bad extends", "version: 1\nextends: ../x\n", 2, "not a profile name"},
 		{"empty", "", 0, "empty file"},
 	}
