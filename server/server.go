@@ -358,6 +358,10 @@ func specOf(req *api.RunRequest) (jail.Spec, error) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
+		if strings.ContainsRune(k, '=') {
+			// K=V would set another variable than the one named.
+			return spec, fmt.Errorf("env: %q: a variable name holds no '='", k)
+		}
 		spec.Env = append(spec.Env, k+"="+req.Env[k])
 	}
 	if req.Stdin != "" {

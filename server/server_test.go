@@ -92,6 +92,7 @@ func TestRequestsRefusedBeforeAnyRun(t *testing.T) {
 		{"POST", "/v1/run", `{"cmd":"true","image":"a\u0000b"}`, 400},
 		{"POST", "/v1/run", `{"cmd":"true","profile":"a\u0000b"}`, 400},
 		{"POST", "/v1/run", `{"cmd":"tr\u0000ue"}`, 400},
+		{"POST", "/v1/run", `{"cmd":"true","env":{"A=B":"c"}}`, 400},
 		{"GET", "/v1/run", "", 405},
 		{"GET", "/v1/nothing", "", 404},
 		{"GET", "/v1/sandboxes", "", 501},
