@@ -126,3 +126,13 @@ func TestProfileNameDefaults(t *testing.T) {
 		}
 	}
 }
+
+// TestUserOutOfRangeNamesTheOptionOnce: ids the caller may not map are
+// refused as --user, named once ("jail: --user: --user ..." before).
+func TestUserOutOfRangeNamesTheOptionOnce(t *testing.T) {
+	_, err := prepare(&Spec{Command: []string{"true"}, User: "4294967295"})
+	var se *SetupError
+	if !errors.As(err, &se) || se.Step != "--user" || !se.Refused || strings.Count(err.Error(), "--user") != 1 {
+		t.Fatalf("got %v, want a refused --user naming it once", err)
+	}
+}

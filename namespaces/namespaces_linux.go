@@ -88,13 +88,14 @@ type Identity struct {
 func (id Identity) SwitchesUser() bool { return !id.Rootless || id.SubIDs }
 
 // ForCaller returns the identity for a sandbox whose command runs as
-// user:group inside, started by the current process. users is asked for
+// user:group inside, started by the current process; its error is about
+// the --user option, which the caller names. users is asked for
 // the caller's name, which may key its subordinate ids (nil: the password
 // database is read).
 func ForCaller(users *privdir.Passwd, user, group uint32) (Identity, error) {
 	if os.Geteuid() == 0 {
 		if user >= HostRangeSize || group >= HostRangeSize {
-			return Identity{}, fmt.Errorf("--user %d:%d: ids must be below %d when jail runs as root", user, group, HostRangeSize)
+			return Identity{}, fmt.Errorf("%d:%d: ids must be below %d when jail runs as root", user, group, HostRangeSize)
 		}
 		return Identity{
 			UIDMap: []syscall.SysProcIDMap{{ContainerID: 0, HostID: HostRangeStart, Size: HostRangeSize}},
@@ -105,7 +106,7 @@ func ForCaller(users *privdir.Passwd, user, group uint32) (Identity, error) {
 	if sub, ok := callerSubIDs(users); ok {
 		size := min(sub.uids.size, sub.gids.size, HostRangeSize-1)
 		if int64(user) > int64(size) || int64(group) > int64(size) {
-			return Identity{}, fmt.Errorf("--user %d:%d: ids must be at most %d (your subordinate ids)", user, group, size)
+			return Identity{}, fmt.Errorf("%d:%d: ids must be at most %d (your subordinate ids)", user, group, size)
 		}
 		return Identity{
 			Rootless: true, SubIDs: true,
@@ -117,7 +118,7 @@ func ForCaller(users *privdir.Passwd, user, group uint32) (Identity, error) {
 	// Rootless: the caller's own ids are the only ones we may map, so the
 	// sandbox identity is exactly the requested pair, mapped onto them.
 	if user == 0xFFFFFFFF || group == 0xFFFFFFFF {
-		return Identity{}, fmt.Errorf("--user: id %d is reserved", uint32(0xFFFFFFFF))
+		return Identity{}, fmt.Errorf("id %d is reserved", uint32(0xFFFFFFFF))
 	}
 	return Identity{
 		Rootless: true,
