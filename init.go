@@ -1,7 +1,10 @@
 package jail
 
 import (
+	"encoding/binary"
+	"fmt"
 	"os"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -20,6 +23,19 @@ import (
 // initialisation calls it, before main runs, so a program that imports jail
 // need not; calling it first thing in main is harmless.
 func Init() {
+	switch os.Args[0] {
+	case forker.Arg, janitor.Arg, probe.Arg, namespaces.HolderArg:
+	default:
+		return
+	}
+	// jail starts these from a program that runs as its caller; started
+	// by another user from a set-user-ID or capability-raising program,
+	// one would act with the program's rights on whatever that user passed
+	// it (the forker starts inits on descriptor 3's say).
+	if secureExec() {
+		fmt.Fprintf(os.Stderr, "jail: %s: refused in a program started set-user-ID, set-group-ID or with file capabilities\n", os.Args[0])
+		os.Exit(125)
+	}
 	stage.Main()
 	switch os.Args[0] {
 	case probe.Arg:
@@ -55,3 +71,30 @@ func startedWithoutInit() error {
 // Init would have its main started again as its pool's forker, which would
 // make a pool and start another, until the host had no process left.
 func init() { Init() }
+
+// atSecure is AT_SECURE, the auxiliary vector's entry that says whether
+// the process was started in secure mode (linux/auxvec.h).
+const atSecure = 23
+
+// secureExec reports whether the kernel started this process in secure
+// mode (AT_SECURE: set-user-ID, set-group-ID or file capabilities), or
+// whether that cannot be told.
+func secureExec() bool {
+	auxv, err := os.ReadFile("/proc/self/auxv")
+	word := int(unsafe.Sizeof(uintptr(0)))
+	if err != nil || len(auxv)%(2*word) != 0 {
+		return true
+	}
+	read := func(b []byte) uint64 {
+		if word == 4 {
+			return uint64(binary.NativeEndian.Uint32(b))
+		}
+		return binary.NativeEndian.Uint64(b)
+	}
+	for i := 0; i+2*word <= len(auxv); i += 2 * word {
+		if read(auxv[i:]) == atSecure {
+			return read(auxv[i+word:]) != 0
+		}
+	}
+	return true
+}

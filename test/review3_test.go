@@ -1,6 +1,8 @@
 package test
 
 import (
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -70,4 +72,43 @@ func TestErrorNamingANewlineIsOneLine(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestHelperRolesRefuseSecureExec: the roles jail starts by re-executing
+// its caller's program (a pool's forker and janitor, a probe, a namespace
+// holder) refuse to run in a program the kernel started in secure mode: a
+// set-user-ID copy of jail, started by another user with argv[0] naming a
+// role, would otherwise act with root's rights on descriptors that user
+// chose (the forker starts inits on descriptor 3's say).
+func TestHelperRolesRefuseSecureExec(t *testing.T) {
+	if os.Geteuid() != 0 || rootless == nil {
+		t.Skip("needs root, to make a set-user-ID copy and start it as another user")
+	}
+	dir := sharedTempDir(t, nil)
+	if out, err := exec.Command("findmnt", "-no", "OPTIONS", "-T", dir).Output(); err != nil || strings.Contains(string(out), "nosuid") {
+		t.Skipf("%s is on a nosuid mount (or findmnt failed: %v)", dir, err)
+	}
+	setuid := filepath.Join(dir, "jail")
+	data, err := os.ReadFile(jailBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(setuid, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(setuid, 0o4755); err != nil {
+		t.Fatal(err)
+	}
+	for _, role := range []string{"jail:forker", "jail:cgroup-janitor", "jail:probe", "jail:userns-holder"} {
+		r := runCmd(t, commandAs(rootless, nil, "bash", "-c", `exec -a "$1" "$2" 3</dev/null </dev/null`, "bash", role, setuid))
+		if r.code != 125 || !strings.Contains(r.stderr, "refused in a program started set-user-ID") || strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("%s from a set-user-ID jail: exit %d, stderr %q", role, r.code, r.stderr)
+		}
+	}
+	// The same role from a plain copy is the forker, which ends at once
+	// on a descriptor 3 that is no socket.
+	r := runCmd(t, commandAs(rootless, nil, "bash", "-c", `exec -a jail:forker "$1" 3</dev/null </dev/null`, "bash", jailBin))
+	if r.code == 125 {
+		t.Errorf("the forker of a plain jail was refused: %q", r.stderr)
+	}
 }
