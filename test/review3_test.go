@@ -96,7 +96,7 @@ func TestHelperRolesRefuseSecureExec(t *testing.T) {
 	if err := os.WriteFile(setuid, data, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(setuid, 0o4755); err != nil {
+	if err := os.Chmod(setuid, os.ModeSetuid|0o755); err != nil {
 		t.Fatal(err)
 	}
 	for _, role := range []string{"jail:forker", "jail:cgroup-janitor", "jail:probe", "jail:userns-holder"} {
