@@ -42,6 +42,10 @@ type Init struct {
 	// capability N), all within the sandbox's user namespace; the command
 	// has them only when it runs as uid 0 there. 0: none.
 	Capabilities uint64 `json:"capabilities,omitempty"`
+	// Persistent: the sandbox serves execs (control.KindExec) once ready,
+	// rather than waiting for one release, until its control socket hangs
+	// up (docs/persistent.md). Process is then unused.
+	Persistent bool `json:"persistent,omitempty"`
 }
 
 // Rootfs says what the sandbox's / is made of.

@@ -42,6 +42,15 @@ const (
 	KindExit      = "exit"
 )
 
+// Message kinds of a persistent sandbox (config.Init.Persistent), whose
+// init serves commands once ready: KindExec (Exec, the request's id,
+// non-zero and not reused; Process; stdin, stdout and stderr attached) is
+// answered by KindStarted (Exec, Pid, the command's pidfd attached),
+// KindExecError or KindError (Exec set: the exec failed, not the sandbox),
+// and KindExit (Exec, Pid, Code, Signal) once that command is gone. Only
+// the supervisor holds the socket; the commands never do.
+const KindExec = "exec"
+
 // Message kinds between a supervisor and its forker: KindSpawn (Spawn set,
 // the child's files attached) is answered by KindSpawned (Pid, and the
 // child's pidfd attached) or KindError; KindReaped (Pid, Code, Signal)
@@ -72,7 +81,10 @@ type Message struct {
 	// root filesystem was built, as Now reads them. The benchmarks split
 	// a start by them.
 	Running, Built int64
-	Config         *config.Init
+	// Exec names a command of a persistent sandbox in KindExec and in
+	// the init's reports about it; 0 in every other message.
+	Exec   uint64
+	Config *config.Init
 	// Process, in a release, replaces Config.Process: the command of a
 	// sandbox that was built before anyone asked for it (see jail.Pool).
 	Process *config.Process

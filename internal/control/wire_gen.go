@@ -173,6 +173,7 @@ func (w *writer) putInit(v *config.Init) {
 	w.bool(v.EnterCgroup)
 	w.bool(v.TakeRoot)
 	w.uint(uint64(v.Capabilities))
+	w.bool(v.Persistent)
 }
 
 func (r *reader) getInit(v *config.Init) {
@@ -202,6 +203,7 @@ func (r *reader) getInit(v *config.Init) {
 	v.EnterCgroup = r.bool()
 	v.TakeRoot = r.bool()
 	v.Capabilities = r.uint()
+	v.Persistent = r.bool()
 }
 
 func (w *writer) putIDMap(v *IDMap) {
@@ -329,6 +331,7 @@ func (w *writer) putMessage(v *Message) {
 	w.int(int64(v.Pid))
 	w.int(int64(v.Running))
 	w.int(int64(v.Built))
+	w.uint(uint64(v.Exec))
 	w.bool(v.Config != nil)
 	if v.Config != nil {
 		w.putInit(v.Config)
@@ -352,6 +355,7 @@ func (r *reader) getMessage(v *Message) {
 	v.Pid = int(r.intIn(0, 2147483647))
 	v.Running = r.int()
 	v.Built = r.int()
+	v.Exec = r.uint()
 	if r.bool() {
 		v.Config = new(config.Init)
 		r.getInit(v.Config)

@@ -100,6 +100,9 @@ type supervisor struct {
 	ready      chan struct{} // closed when the init waits for its command
 	exitReport chan report   // its exit report, the moment it arrives
 	waited     chan error    // its wait status, once reaped
+	// execs, in a persistent sandbox, takes the init's reports about its
+	// commands (those with an Exec id).
+	execs *execReplies
 }
 
 // report is what the init said over the control socket.
@@ -434,6 +437,10 @@ func (s *supervisor) listen() report {
 		msg, files, err := s.conn.Recv()
 		if err != nil {
 			return rep
+		}
+		if msg.Exec != 0 && s.execs != nil {
+			s.execs.deliver(msg, files)
+			continue
 		}
 		switch msg.Kind {
 		case control.KindError:

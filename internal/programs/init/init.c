@@ -56,7 +56,9 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <poll.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -305,6 +307,7 @@ struct report {
 	const char *kind, *step, *reason;
 	int code, signal, pid;
 	int64_t running, built;
+	uint64_t exec; /* the command of a persistent sandbox it is about */
 };
 
 static int send_report(int sock, const struct report *rep, const int *fds, int nfds)
@@ -315,7 +318,7 @@ static int send_report(int sock, const struct report *rep, const int *fds, int n
 	struct wire_message body = {
 		.kind = (char *)rep->kind, .step = (char *)rep->step, .reason = (char *)rep->reason,
 		.code = rep->code, .signal = rep->signal, .pid = rep->pid,
-		.running = rep->running, .built = rep->built,
+		.running = rep->running, .built = rep->built, .exec = rep->exec,
 	};
 	wire_encode(&w, &body);
 	uint32_t size = (uint32_t)(w.len - 4);
@@ -354,9 +357,11 @@ static int send_report(int sock, const struct report *rep, const int *fds, int n
 	return n < 0 ? -1 : 0;
 }
 
-static void report_failure(int sock, const struct failure *f)
+/* report_failure reports f; exec names the command of a persistent sandbox
+ * that failed to start, or is 0 when the sandbox failed. */
+static int report_failure(int sock, const struct failure *f, uint64_t exec)
 {
-	struct report rep = {0};
+	struct report rep = {.exec = exec};
 	if (f->exec_code != 0) {
 		rep.kind = "exec-error";
 		rep.code = f->exec_code;
@@ -366,7 +371,7 @@ static void report_failure(int sock, const struct failure *f)
 		rep.step = f->step;
 		rep.reason = f->reason;
 	}
-	(void)send_report(sock, &rep, NULL, 0);
+	return send_report(sock, &rep, NULL, 0);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1832,6 +1837,8 @@ static pid_t setup(const struct config *c, int sock, int64_t running, struct fai
 
 	int stdio[3] = {0, 1, 2};
 	int master = -1, slave = -1;
+	if (c->persistent && c->process.tty)
+		return fail(f, "init", "a persistent sandbox has no terminal of its own");
 	if (c->process.tty) {
 		if (open_pty(c->process.rows, c->process.cols, &master, &slave, f) != 0)
 			return -1;
@@ -1851,6 +1858,9 @@ static pid_t setup(const struct config *c, int sock, int64_t running, struct fai
 	struct report ready = {.kind = "ready", .running = running, .built = built};
 	if (send_report(sock, &ready, NULL, 0) != 0)
 		return fail_errno(f, "report ready", NULL);
+	/* A persistent sandbox serves its commands from here (serve). */
+	if (c->persistent)
+		return 0;
 	struct message release;
 	if (recv_message(sock, &release) != 0 || strcmp(release.kind, "release") != 0)
 		return fail(f, "wait for release", "supervisor went away");
@@ -1888,6 +1898,136 @@ static pid_t setup(const struct config *c, int sock, int64_t running, struct fai
 	if (err != 0)
 		return fail_errno(f, "report start", NULL);
 	return pid;
+}
+
+/* ------------------------------------------------------------------ */
+/* A persistent sandbox: commands on request                          */
+/* ------------------------------------------------------------------ */
+
+enum { MAX_EXECS = 1024 };
+
+/* running_exec is a command started on request, until its exit is
+ * reported. */
+struct running_exec {
+	pid_t pid;
+	uint64_t exec;
+};
+
+struct execs {
+	struct running_exec list[MAX_EXECS];
+	size_t n;
+};
+
+/*
+ * start_exec starts the command of one exec message, with the stdin,
+ * stdout and stderr sent with it, and reports it started or failed. The
+ * command runs with the sandbox's own description (its filter, ids and
+ * root); the message brings only the process. It returns -1 when the
+ * supervisor broke the protocol or went away, which ends the sandbox.
+ */
+static int start_exec(const struct config *c, int sock, const struct message *m, struct execs *execs)
+{
+	uint64_t id = m->body.exec;
+	if (strcmp(m->kind, "exec") != 0 || id == 0)
+		return -1;
+	struct failure f = {0};
+	if (m->process == NULL || m->nfds != 3 || m->process->tty) {
+		fail(&f, "exec", "an exec brings a command, its stdin, stdout and stderr, and no terminal");
+		return report_failure(sock, &f, id);
+	}
+	if (execs->n == MAX_EXECS) {
+		fail(&f, "exec", "%d commands run already", MAX_EXECS);
+		return report_failure(sock, &f, id);
+	}
+	int pidfd = -1;
+	pid_t pid = spawn(c, m->process, m->fds, &pidfd, &f);
+	if (pid < 0)
+		return report_failure(sock, &f, id);
+	/* Recorded before anything is reaped: its exit is reported after
+	 * its start. */
+	execs->list[execs->n++] = (struct running_exec){pid, id};
+	struct report started = {.kind = "started", .pid = pid, .exec = id};
+	int err = send_report(sock, &started, &pidfd, 1);
+	close(pidfd);
+	return err;
+}
+
+/* reap_execs reaps every child that has ended, reporting the exit of those
+ * started on request; orphans the commands left go silently. */
+static int reap_execs(int sock, struct execs *execs)
+{
+	for (;;) {
+		int status;
+		pid_t pid = waitpid(-1, &status, WNOHANG);
+		if (pid < 0 && errno == EINTR)
+			continue;
+		if (pid <= 0)
+			return 0;
+		for (size_t i = 0; i < execs->n; i++) {
+			if (execs->list[i].pid != pid)
+				continue;
+			struct report exit_report = {.kind = "exit", .pid = pid, .exec = execs->list[i].exec};
+			if (WIFSIGNALED(status)) {
+				exit_report.signal = WTERMSIG(status);
+				exit_report.code = 128 + exit_report.signal;
+			} else {
+				exit_report.code = WEXITSTATUS(status);
+			}
+			execs->list[i] = execs->list[--execs->n];
+			if (send_report(sock, &exit_report, NULL, 0) != 0)
+				return -1;
+			break;
+		}
+	}
+}
+
+/*
+ * serve runs the commands of a persistent sandbox: each exec message
+ * starts one, and its exit is reported once it is gone; whatever a command
+ * leaves running stays, for the next. When the supervisor hangs up (or
+ * breaks the protocol), everything is killed and the init ends. SIGCHLD is
+ * blocked and read from a signalfd; each command unblocks it
+ * (command_child).
+ */
+static int serve(const struct config *c, int sock)
+{
+	sigset_t chld;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	if (sigprocmask(SIG_BLOCK, &chld, NULL) != 0)
+		return 1;
+	int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sfd < 0)
+		return 1;
+	static struct execs execs;
+	for (;;) {
+		struct pollfd pfd[2] = {{.fd = sock, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
+		if (poll(pfd, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (pfd[1].revents != 0) {
+			struct signalfd_siginfo si;
+			while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+				;
+			if (reap_execs(sock, &execs) != 0)
+				break;
+		}
+		if (pfd[0].revents != 0) {
+			struct message m;
+			if (recv_message(sock, &m) != 0)
+				break;
+			int err = start_exec(c, sock, &m, &execs);
+			for (int i = 0; i < m.nfds; i++)
+				close(m.fds[i]);
+			wire_free_wire_message(&m.body);
+			if (err != 0)
+				break;
+		}
+	}
+	end_remaining();
+	return 0;
 }
 
 int janitor_main(int argc, char **argv); /* ../janitor/janitor.c */
@@ -1928,7 +2068,7 @@ int main(int argc, char **argv)
 	 * needs it dumpable. */
 	if (c->take_root) {
 		if (take_root(&f) != 0) {
-			report_failure(CONTROL_FD, &f);
+			report_failure(CONTROL_FD, &f, 0);
 			return 1;
 		}
 		/* Changing ids cleared the parent-death signal. Should the
@@ -1946,9 +2086,11 @@ int main(int argc, char **argv)
 
 	pid_t cmd = setup(c, CONTROL_FD, running, &f);
 	if (cmd < 0) {
-		report_failure(CONTROL_FD, &f);
+		report_failure(CONTROL_FD, &f, 0);
 		return f.exec_code != 0 ? f.exec_code : 1;
 	}
+	if (c->persistent)
+		return serve(c, CONTROL_FD);
 	int code, sig;
 	reap(cmd, &code, &sig);
 	end_remaining();

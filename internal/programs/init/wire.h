@@ -325,6 +325,7 @@ struct config {
 	bool enter_cgroup;
 	bool take_root;
 	uint64_t capabilities;
+	bool persistent;
 };
 
 /* control.IDMap */
@@ -376,6 +377,7 @@ struct wire_message {
 	int pid;
 	int64_t running;
 	int64_t built;
+	uint64_t exec;
 	struct config *config;
 	struct process *process;
 	struct spawn_request *spawn;
@@ -630,6 +632,7 @@ static void wire_get_config(struct wire_reader *r, struct config *v)
 	v->enter_cgroup = wire_read_bool(r);
 	v->take_root = wire_read_bool(r);
 	v->capabilities = wire_read_uint(r);
+	v->persistent = wire_read_bool(r);
 }
 
 static void wire_put_config(struct wire_writer *w, const struct config *v)
@@ -654,6 +657,7 @@ static void wire_put_config(struct wire_writer *w, const struct config *v)
 	wire_put_bool(w, v->enter_cgroup);
 	wire_put_bool(w, v->take_root);
 	wire_put_uint(w, v->capabilities);
+	wire_put_bool(w, v->persistent);
 }
 
 static void wire_free_config(struct config *v)
@@ -837,6 +841,7 @@ static void wire_get_wire_message(struct wire_reader *r, struct wire_message *v)
 	v->pid = (int)wire_read_int_in(r, 0LL, INT32_MAX);
 	v->running = wire_read_int(r);
 	v->built = wire_read_int(r);
+	v->exec = wire_read_uint(r);
 	if (wire_read_bool(r)) {
 		v->config = wire_alloc(1, sizeof(*v->config));
 		wire_get_config(r, v->config);
@@ -861,6 +866,7 @@ static void wire_put_wire_message(struct wire_writer *w, const struct wire_messa
 	wire_put_int(w, v->pid);
 	wire_put_int(w, v->running);
 	wire_put_int(w, v->built);
+	wire_put_uint(w, v->exec);
 	wire_put_bool(w, v->config != NULL);
 	if (v->config != NULL)
 		wire_put_config(w, v->config);
@@ -1094,6 +1100,8 @@ static void wire_print_config(FILE *out, const char *path, const struct config *
 	fprintf(out, "%s=%d\n", key, v->take_root ? 1 : 0);
 	wire_key(key, sizeof(key), path, ".Capabilities", -1);
 	fprintf(out, "%s=%llu\n", key, (unsigned long long)v->capabilities);
+	wire_key(key, sizeof(key), path, ".Persistent", -1);
+	fprintf(out, "%s=%d\n", key, v->persistent ? 1 : 0);
 }
 
 static void wire_print_id_map(FILE *out, const char *path, const struct id_map *v)
@@ -1201,6 +1209,8 @@ static void wire_print_wire_message(FILE *out, const char *path, const struct wi
 	fprintf(out, "%s=%lld\n", key, (long long)v->running);
 	wire_key(key, sizeof(key), path, ".Built", -1);
 	fprintf(out, "%s=%lld\n", key, (long long)v->built);
+	wire_key(key, sizeof(key), path, ".Exec", -1);
+	fprintf(out, "%s=%llu\n", key, (unsigned long long)v->exec);
 	wire_key(key, sizeof(key), path, ".Config", -1);
 	if (v->config != NULL)
 		wire_print_config(out, key, v->config);

@@ -1,0 +1,46 @@
+package supervisor
+
+import (
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+// BenchmarkPersistentExec times one command, /bin/true, run in a
+// persistent sandbox that is already up (its stdio /dev/null), beside
+// `unshare -Urmpinuf /bin/true`, the cost of new namespaces alone that
+// issue 24's targets are stated against (the API's exec at most 0.3x).
+func BenchmarkPersistentExec(b *testing.B) {
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer null.Close()
+	b.Run("exec in a running sandbox", func(b *testing.B) {
+		plan := testPlan(b, testSandbox{})
+		proc := plan.Config.Process
+		proc.Args = []string{"/bin/true"}
+		ps, err := BootPersistent(testJob(), plan, &Timings{Start: time.Now()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer ps.Close()
+		b.ResetTimer()
+		for b.Loop() {
+			if code, _, err := ps.Exec(b.Context(), &proc, null, null, null); err != nil || code != 0 {
+				b.Fatalf("exit %d: %v", code, err)
+			}
+		}
+	})
+	b.Run("unshare -Urmpinuf /bin/true", func(b *testing.B) {
+		if _, err := exec.LookPath("unshare"); err != nil {
+			b.Skip(err)
+		}
+		for b.Loop() {
+			if err := exec.Command("unshare", "-Urmpinuf", "/bin/true").Run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

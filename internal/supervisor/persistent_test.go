@@ -1,0 +1,313 @@
+package supervisor
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jail-sandbox/jail/cgroups"
+	"github.com/jail-sandbox/jail/internal/config"
+	"github.com/jail-sandbox/jail/internal/control"
+)
+
+// rootlessUser is the unprivileged account the rootless runs use, as in
+// the integration suite.
+const rootlessUser = "jail-test"
+
+// rootlessChild marks a run of this test binary as rootlessUser, started
+// by a root run of the same test.
+const rootlessChild = "JAIL_TEST_PERSISTENT_ROOTLESS"
+
+// TestPersistentSandboxRunsCommandsInOneSandbox boots one persistent
+// sandbox and runs commands in it one after another and at once: what one
+// writes in /tmp the next reads, a process one leaves running the next
+// sees, and each gets its own stdio and its own exit status (a code, a
+// signal, 127 for a missing program, a kill when its context ends). As
+// root it runs again, with TestPersistentInitRefusesMalformedRequests, as
+// an unprivileged user.
+func TestPersistentSandboxRunsCommandsInOneSandbox(t *testing.T) {
+	t.Run("as the caller", testPersistentSandbox)
+	if os.Getuid() != 0 || os.Getenv(rootlessChild) != "" {
+		return
+	}
+	t.Run("rootless", func(t *testing.T) {
+		acct, err := user.Lookup(rootlessUser)
+		if err != nil {
+			t.Skipf("no user %s: %v", rootlessUser, err)
+		}
+		// The test binary, where the unprivileged user can run it.
+		dir, err := os.MkdirTemp("", "jail-persistent-test-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(dir)
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		self, err := os.ReadFile("/proc/self/exe")
+		if err != nil {
+			t.Fatal(err)
+		}
+		bin := filepath.Join(dir, "supervisor.test")
+		if err := os.WriteFile(bin, self, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("setpriv", "--reuid", acct.Uid, "--regid", acct.Gid, "--clear-groups", "--",
+			bin, "-test.run", "^TestPersistent", "-test.v", "-test.count=1")
+		cmd.Dir = dir
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, rootlessChild + "=1"}
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestPersistentSandboxRunsCommandsInOneSandbox/as_the_caller") ||
+			!strings.Contains(string(out), "--- PASS: TestPersistentInitRefusesMalformedRequests") {
+			t.Fatalf("as %s: %v\n%s", rootlessUser, err, out)
+		}
+	})
+}
+
+// persistentPlan is testPlan's plan, or, where the caller has no cgroup
+// (rootless on cgroup v1), the same bounded by rlimits as jail bounds it
+// then.
+func persistentPlan(t *testing.T) *Plan {
+	t.Helper()
+	if layout, _ := cgroups.Detect(); layout.Version != cgroups.None {
+		return testPlan(t, testSandbox{})
+	}
+	p, err := planOf(testSandbox{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &p.Config.Limits
+	l.RlimitData, l.RlimitNproc, l.RlimitStack = p.Limits.Memory, p.Limits.Pids, p.Limits.Memory
+	return p
+}
+
+func testPersistentSandbox(t *testing.T) {
+	plan := persistentPlan(t)
+	proc := plan.Config.Process
+	ps, err := BootPersistent(testJob(), plan, &Timings{Start: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ps.Close()
+
+	type result struct {
+		code, signal   int
+		err            error
+		stdout, stderr string
+	}
+	run := func(ctx context.Context, stdin string, args ...string) result {
+		p := proc
+		p.Args = args
+		in, inW, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		outR, outW, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		errR, errW, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var stdout, stderr bytes.Buffer
+		wg.Add(3)
+		go func() { defer wg.Done(); _, _ = io.Copy(&stdout, outR); outR.Close() }()
+		go func() { defer wg.Done(); _, _ = io.Copy(&stderr, errR); errR.Close() }()
+		go func() { defer wg.Done(); _, _ = io.WriteString(inW, stdin); inW.Close() }()
+		var r result
+		r.code, r.signal, r.err = ps.Exec(ctx, &p, in, outW, errW)
+		in.Close()
+		outW.Close()
+		errW.Close()
+		wg.Wait()
+		r.stdout, r.stderr = stdout.String(), stderr.String()
+		return r
+	}
+
+	for _, c := range []struct {
+		name         string
+		stdin        string
+		args         []string
+		code, signal int
+		stdout       string
+		execErr      bool
+	}{
+		{name: "writes a file in /tmp", args: []string{"sh", "-c", "echo kept >/tmp/shared"}},
+		{name: "the next reads it", args: []string{"cat", "/tmp/shared"}, stdout: "kept\n"},
+		{name: "stdin comes through", stdin: "in\n", args: []string{"cat"}, stdout: "in\n"},
+		{name: "its own exit code", args: []string{"sh", "-c", "exit 7"}, code: 7},
+		{name: "killed by a signal", args: []string{"sh", "-c", "kill -TERM $$"}, code: 143, signal: 15},
+		{name: "leaves a process running", args: []string{"sh", "-c", "sleep 1000 </dev/null >/dev/null 2>&1 & echo $! >/tmp/bg"}},
+		{name: "the next sees it", args: []string{"sh", "-c", "kill -0 $(cat /tmp/bg) && echo alive"}, stdout: "alive\n"},
+		{name: "a missing program", args: []string{"/no/such/program"}, code: 127, execErr: true},
+		{name: "runs in the sandbox's pid namespace", args: []string{"sh", "-c", "cat /proc/1/comm 2>/dev/null || echo hidden"}, stdout: "hidden\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := run(t.Context(), c.stdin, c.args...)
+			var ee *ExecError
+			if c.execErr != errors.As(r.err, &ee) || (!c.execErr && r.err != nil) {
+				t.Fatalf("err %v, want an ExecError: %v", r.err, c.execErr)
+			}
+			if r.code != c.code || r.signal != c.signal || r.stdout != c.stdout {
+				t.Errorf("code %d signal %d stdout %q (stderr %q), want %d %d %q", r.code, r.signal, r.stdout, r.stderr, c.code, c.signal, c.stdout)
+			}
+		})
+	}
+
+	t.Run("commands at once keep their own output and status", func(t *testing.T) {
+		const n = 8
+		results := make([]result, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results[i] = run(t.Context(), "", "sh", "-c", fmt.Sprintf("echo %d >/tmp/at-once-%d; echo %d; exit %d", i, i, i, i))
+			}()
+		}
+		wg.Wait()
+		for i, r := range results {
+			if r.err != nil || r.code != i || r.stdout != fmt.Sprintf("%d\n", i) {
+				t.Errorf("command %d: code %d stdout %q err %v", i, r.code, r.stdout, r.err)
+			}
+		}
+		r := run(t.Context(), "", "sh", "-c", "cat /tmp/at-once-*")
+		if got := strings.Fields(r.stdout); len(got) != n {
+			t.Errorf("files the commands wrote: %q", r.stdout)
+		}
+	})
+
+	t.Run("a command whose context ends is killed", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		// Whenever the cancel comes, before the command's start or
+		// after, the command is killed.
+		go func() {
+			time.Sleep(50 * time.Millisecond)
+			cancel()
+		}()
+		r := run(ctx, "", "sleep", "1000")
+		if !errors.Is(r.err, context.Canceled) || r.signal != 9 {
+			t.Errorf("code %d signal %d err %v, want SIGKILL and context.Canceled", r.code, r.signal, r.err)
+		}
+	})
+
+}
+
+// TestPersistentInitRefusesMalformedRequests: the init of a persistent
+// sandbox answers an exec it cannot run (no stdio, a terminal asked for)
+// with an error about that exec and goes on serving; a message that breaks
+// the protocol (a release, an exec with no id) ends the sandbox with
+// everything in it. And a command never holds the control socket: its
+// descriptors are its stdio only.
+func TestPersistentInitRefusesMalformedRequests(t *testing.T) {
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	boot := func(t *testing.T) (*Persistent, config.Process) {
+		plan := persistentPlan(t)
+		proc := plan.Config.Process
+		ps, err := BootPersistent(testJob(), plan, &Timings{Start: time.Now()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(ps.Close)
+		return ps, proc
+	}
+	// raw sends msg as the supervisor would, under a new exec id, and
+	// returns the init's first answer to it.
+	raw := func(t *testing.T, ps *Persistent, msg control.Message, files ...*os.File) control.Message {
+		id, replies := ps.s.execs.open()
+		defer ps.s.execs.forget(id)
+		msg.Exec = id
+		if err := ps.s.conn.Send(msg, files...); err != nil {
+			t.Fatal(err)
+		}
+		r := <-replies
+		for _, f := range r.files {
+			f.Close()
+		}
+		return r.msg
+	}
+	works := func(t *testing.T, ps *Persistent, proc config.Process) error {
+		proc.Args = []string{"/bin/true"}
+		_, _, err := ps.Exec(t.Context(), &proc, null, null, null)
+		return err
+	}
+
+	ps, proc := boot(t)
+	withTTY := proc
+	withTTY.Args, withTTY.TTY = []string{"/bin/true"}, true
+	noArgs := proc
+	noArgs.Args = nil
+	for _, c := range []struct {
+		name  string
+		msg   control.Message
+		files []*os.File
+	}{
+		{"an exec with no stdio", control.Message{Kind: control.KindExec, Process: &proc}, nil},
+		{"an exec with one descriptor", control.Message{Kind: control.KindExec, Process: &proc}, []*os.File{null}},
+		{"an exec that asks for a terminal", control.Message{Kind: control.KindExec, Process: &withTTY}, []*os.File{null, null, null}},
+		{"an exec with no process", control.Message{Kind: control.KindExec}, []*os.File{null, null, null}},
+		{"an exec with no command", control.Message{Kind: control.KindExec, Process: &noArgs}, []*os.File{null, null, null}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			answer := raw(t, ps, c.msg, c.files...)
+			if answer.Kind != control.KindError {
+				t.Errorf("answer %+v, want an error about this exec", answer)
+			}
+			if err := works(t, ps, proc); err != nil {
+				t.Errorf("the sandbox no longer serves: %v", err)
+			}
+		})
+	}
+
+	t.Run("a command holds no socket", func(t *testing.T) {
+		p := proc
+		p.Args = []string{"sh", "-c", "for f in /proc/$$/fd/*; do readlink $f || true; done"}
+		outR, outW, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer outR.Close()
+		code, _, err := ps.Exec(t.Context(), &p, null, outW, null)
+		outW.Close()
+		out, _ := io.ReadAll(outR)
+		if err != nil || code != 0 || strings.Contains(string(out), "socket:") || len(strings.Fields(string(out))) != 3 {
+			t.Errorf("exit %d, err %v; the command's descriptors:\n%s", code, err, out)
+		}
+	})
+
+	for _, c := range []struct {
+		name string
+		msg  control.Message
+	}{
+		{"a release", control.Message{Kind: control.KindRelease, Process: &proc}},
+		{"an exec with no id", control.Message{Kind: control.KindExec, Process: &proc}},
+	} {
+		t.Run(c.name+" ends the sandbox", func(t *testing.T) {
+			ps, proc := boot(t)
+			if err := ps.s.conn.Send(c.msg, null, null, null); err != nil {
+				t.Fatal(err)
+			}
+			<-ps.s.reaped // a hang here is the failure
+			var se *SetupError
+			if err := works(t, ps, proc); !errors.As(err, &se) {
+				t.Errorf("an exec after it: %v, want a SetupError", err)
+			}
+		})
+	}
+}
