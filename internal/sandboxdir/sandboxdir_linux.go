@@ -1,0 +1,329 @@
+// Package sandboxdir is the state directory of persistent sandboxes
+// (docs/persistent.md): $XDG_RUNTIME_DIR/jail, or /run/jail for root, with
+// one directory per sandbox under sandboxes/.
+//
+// Invariants: the state directory and every directory above it are
+// checked as jail serve's socket directory is (package socketdir: owned by
+// the caller or root, writable by no one else), opened once, and
+// everything below is reached from that descriptor by openat with no
+// symbolic link followed. A sandbox's name is always exactly one path
+// component (ValidName). A sandbox's monitor holds an exclusive flock on
+// its directory's lock file for its whole life, so that a sandbox whose
+// holder died, even by SIGKILL, is told by the lock being free, never by a
+// pid that the kernel may have given to another process.
+package sandboxdir
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/jail-sandbox/jail/internal/socketdir"
+)
+
+// Names of the files of a sandbox's directory.
+const (
+	// LockFile is held (flock LOCK_EX) by the sandbox's monitor while it
+	// lives.
+	LockFile = "lock"
+	// SpecFile is the resolved spec the sandbox was made from.
+	SpecFile = "spec.json"
+)
+
+var (
+	// ErrExists: a sandbox of that name exists already.
+	ErrExists = errors.New("a sandbox of that name exists")
+	// ErrNotFound: there is no sandbox of that name.
+	ErrNotFound = errors.New("no such sandbox")
+	// ErrLive: the sandbox's monitor runs (its lock is held).
+	ErrLive = errors.New("the sandbox's monitor is running")
+)
+
+var validName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
+
+// ValidName checks a sandbox's name as a flag is checked: a letter or a
+// digit, then at most 62 of letters, digits, '_', '.', '-'. Such a name is
+// one path component, never "." or "..".
+func ValidName(name string) error {
+	if !validName.MatchString(name) {
+		return fmt.Errorf("sandbox name %s: want a letter or digit, then at most 62 letters, digits, '_', '.' or '-'", strconv.Quote(name))
+	}
+	return nil
+}
+
+// Root is where the state directory of the user uid is: /run/jail for
+// root, $XDG_RUNTIME_DIR/jail for anyone else (getenv reads the
+// environment).
+func Root(uid int, getenv func(string) string) (string, error) {
+	if uid == 0 {
+		return "/run/jail", nil
+	}
+	dir := getenv("XDG_RUNTIME_DIR")
+	if dir == "" || !filepath.IsAbs(dir) {
+		return "", errors.New("state directory: XDG_RUNTIME_DIR is not set to an absolute path")
+	}
+	return filepath.Join(dir, "jail"), nil
+}
+
+// Store is an open state directory: its sandboxes/ directory.
+type Store struct {
+	dir  *os.File // sandboxes/, O_PATH
+	path string
+}
+
+// Open opens (making what is missing, 0700) the state directory at root
+// and its sandboxes/ directory, checked for the caller.
+func Open(root string) (*Store, error) {
+	d, err := socketdir.Open(root, socketdir.Policy{Owners: []int{os.Getuid()}, Create: true})
+	if err != nil {
+		return nil, fmt.Errorf("state directory: %w", err)
+	}
+	defer d.Close()
+	via, err := d.Via("sandboxes")
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(d.Path(), "sandboxes")
+	if err := unix.Mkdir(via, 0o700); err != nil && err != unix.EEXIST {
+		return nil, fmt.Errorf("state directory: %s: %w", path, err)
+	}
+	fd, err := unix.Open(via, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("state directory: %s: %w", path, err)
+	}
+	f := os.NewFile(uintptr(fd), path)
+	if err := checkPrivate(fd, path); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &Store{dir: f, path: path}, nil
+}
+
+// checkPrivate checks that the directory fd belongs to the caller and that
+// no one else may enter it.
+func checkPrivate(fd int, path string) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("state directory: %s: %w", path, err)
+	}
+	if int(st.Uid) != os.Getuid() || st.Mode&0o077 != 0 || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return fmt.Errorf("state directory: %s must be a directory of uid %d with mode 0700 (it is uid %d, mode %04o)", path, os.Getuid(), st.Uid, st.Mode&0o7777)
+	}
+	return nil
+}
+
+// Close closes the store.
+func (s *Store) Close() error { return s.dir.Close() }
+
+// Sandbox is the open directory of one sandbox.
+type Sandbox struct {
+	Name string
+	dir  *os.File // O_PATH
+}
+
+// Create makes the directory of a new sandbox (ErrExists if the name is
+// taken: mkdir is what decides between two creators).
+func (s *Store) Create(name string) (*Sandbox, error) {
+	if err := ValidName(name); err != nil {
+		return nil, err
+	}
+	if err := unix.Mkdirat(int(s.dir.Fd()), name, 0o700); err != nil {
+		if err == unix.EEXIST {
+			return nil, fmt.Errorf("sandbox %s: %w", name, ErrExists)
+		}
+		return nil, fmt.Errorf("sandbox %s: %w", name, err)
+	}
+	return s.Open(name)
+}
+
+// Open opens the directory of the sandbox name.
+func (s *Store) Open(name string) (*Sandbox, error) {
+	if err := ValidName(name); err != nil {
+		return nil, err
+	}
+	fd, err := unix.Openat(int(s.dir.Fd()), name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if err == unix.ENOENT {
+			return nil, fmt.Errorf("sandbox %s: %w", name, ErrNotFound)
+		}
+		return nil, fmt.Errorf("sandbox %s: %w", name, err)
+	}
+	path := filepath.Join(s.path, name)
+	if err := checkPrivate(fd, path); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return &Sandbox{Name: name, dir: os.NewFile(uintptr(fd), path)}, nil
+}
+
+// List returns the names of the sandboxes in the store; entries that are
+// no sandbox's (a name jail would refuse) are left out.
+func (s *Store) List() ([]string, error) {
+	fd, err := unix.Openat(int(s.dir.Fd()), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("state directory: %s: %w", s.path, err)
+	}
+	f := os.NewFile(uintptr(fd), s.path)
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil, fmt.Errorf("state directory: %s: %w", s.path, err)
+	}
+	var out []string
+	for _, n := range names {
+		if ValidName(n) == nil {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// Close closes the sandbox's directory.
+func (sb *Sandbox) Close() error { return sb.dir.Close() }
+
+func (sb *Sandbox) openFile(name string, flags int, mode uint32) (*os.File, error) {
+	fd, err := unix.Openat(int(sb.dir.Fd()), name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), filepath.Join(sb.dir.Name(), name)), nil
+}
+
+// Hold takes the sandbox's lock for its monitor, which keeps the returned
+// file open for its whole life (and passes it across its exec); ErrLive if
+// another holds it.
+func (sb *Sandbox) Hold() (*os.File, error) {
+	f, err := sb.openFile(LockFile, unix.O_RDWR|unix.O_CREAT, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %s: lock: %w", sb.Name, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if err == unix.EWOULDBLOCK {
+			return nil, fmt.Errorf("sandbox %s: %w", sb.Name, ErrLive)
+		}
+		return nil, fmt.Errorf("sandbox %s: lock: %w", sb.Name, err)
+	}
+	return f, nil
+}
+
+// Live reports whether the sandbox's monitor runs: whether its lock is
+// held. A sandbox whose lock was never taken (its creator died before) is
+// not live.
+func (sb *Sandbox) Live() (bool, error) {
+	f, err := sb.openFile(LockFile, unix.O_RDONLY, 0)
+	if err == unix.ENOENT {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("sandbox %s: lock: %w", sb.Name, err)
+	}
+	defer f.Close()
+	switch err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err {
+	case nil:
+		return false, nil // closing f lets it go
+	case unix.EWOULDBLOCK:
+		return true, nil
+	default:
+		return false, fmt.Errorf("sandbox %s: lock: %w", sb.Name, err)
+	}
+}
+
+// WriteFile replaces the file name of the sandbox's directory with data,
+// atomically (a reader sees the old content or the new, whole), 0600.
+func (sb *Sandbox) WriteFile(name string, data []byte) error {
+	tmp := "." + name + ".tmp"
+	_ = unix.Unlinkat(int(sb.dir.Fd()), tmp, 0)
+	f, err := sb.openFile(tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("sandbox %s: %s: %w", sb.Name, name, err)
+	}
+	_, werr := f.Write(data)
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = unix.Renameat(int(sb.dir.Fd()), tmp, int(sb.dir.Fd()), name)
+	}
+	if werr != nil {
+		_ = unix.Unlinkat(int(sb.dir.Fd()), tmp, 0)
+		return fmt.Errorf("sandbox %s: %s: %w", sb.Name, name, werr)
+	}
+	return nil
+}
+
+// ReadFile returns the content of the file name of the sandbox's
+// directory, which must be a regular file.
+func (sb *Sandbox) ReadFile(name string) ([]byte, error) {
+	f, err := sb.openFile(name, unix.O_RDONLY, 0)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %s: %s: %w", sb.Name, name, err)
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("sandbox %s: %s: not a regular file", sb.Name, name)
+	}
+	data, err := readAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %s: %s: %w", sb.Name, name, err)
+	}
+	return data, nil
+}
+
+// maxFile bounds what ReadFile reads: a spec is small.
+const maxFile = 1 << 20
+
+func readAll(f *os.File) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(f, maxFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxFile {
+		return nil, fmt.Errorf("larger than %d bytes", maxFile)
+	}
+	return data, nil
+}
+
+// Remove removes the directory of the sandbox name, whose monitor must be
+// gone (ErrLive otherwise): its lock is taken for the removal, so that two
+// removals, or a removal and a monitor, never meet. The directory holds
+// only files jail writes; a subdirectory in it is an error.
+func (s *Store) Remove(name string) error {
+	sb, err := s.Open(name)
+	if err != nil {
+		return err
+	}
+	defer sb.Close()
+	lock, err := sb.Hold()
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	fd, err := unix.Openat(int(sb.dir.Fd()), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("sandbox %s: %w", name, err)
+	}
+	d := os.NewFile(uintptr(fd), sb.dir.Name())
+	entries, err := d.Readdirnames(-1)
+	if err != nil {
+		d.Close()
+		return fmt.Errorf("sandbox %s: %w", name, err)
+	}
+	for _, e := range entries {
+		if err := unix.Unlinkat(fd, e, 0); err != nil {
+			d.Close()
+			return fmt.Errorf("sandbox %s: remove %s: %w", name, e, err)
+		}
+	}
+	d.Close()
+	if err := unix.Unlinkat(int(s.dir.Fd()), name, unix.AT_REMOVEDIR); err != nil {
+		return fmt.Errorf("sandbox %s: %w", name, err)
+	}
+	return nil
+}
