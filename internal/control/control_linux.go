@@ -249,10 +249,10 @@ func (c *Conn) Recv() (Message, []*os.File, error) {
 	if err != nil {
 		return m, nil, err
 	}
-	var n, oobn int
+	var n, oobn, flags int
 	var recvErr error
 	err = raw.Read(func(fd uintptr) bool {
-		n, oobn, _, _, recvErr = unix.Recvmsg(int(fd), hdr, oob, unix.MSG_CMSG_CLOEXEC)
+		n, oobn, flags, _, recvErr = unix.Recvmsg(int(fd), hdr, oob, unix.MSG_CMSG_CLOEXEC)
 		return recvErr != unix.EAGAIN
 	})
 	if err == nil {
@@ -267,6 +267,12 @@ func (c *Conn) Recv() (Message, []*os.File, error) {
 	files, err := parseRights(oob[:oobn])
 	if err != nil {
 		return m, nil, err
+	}
+	if flags&unix.MSG_CTRUNC != 0 {
+		// The kernel dropped what did not fit in oob: descriptors the
+		// peer meant to pass are lost, so the message cannot be acted on.
+		closeAll(files)
+		return m, nil, fmt.Errorf("control: control message truncated: more than %d files, or other ancillary data", MaxFiles)
 	}
 	if n < 4 {
 		if _, err := io.ReadFull(c.file, hdr[n:]); err != nil {
