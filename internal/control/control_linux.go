@@ -141,9 +141,27 @@ type IDMap struct {
 	ContainerID, HostID, Size int `wire:"min=0,max=4294967295"`
 }
 
+// MaxReport bounds a message that a supervisor accepts from an init or its
+// forker (LimitReceive): their reports carry a step and a reason, which the
+// C init builds in buffers of at most PATH_MAX+64 and 2*PATH_MAX+256 bytes,
+// so a few KiB hold any honest one; only a config or a spawn, which go the
+// other way, need maxMessage.
+const MaxReport = 64 << 10
+
 // Conn is one end of the control socket.
 type Conn struct {
 	file *os.File
+	// limit bounds the body Recv accepts; 0 is maxMessage.
+	limit uint32
+}
+
+// LimitReceive lowers the size of a message Recv accepts to max bytes (at
+// most maxMessage), so that a peer that only reports cannot make this end
+// allocate for a large message. It is set before the first Recv.
+func (c *Conn) LimitReceive(max int) {
+	if max > 0 && max < maxMessage {
+		c.limit = uint32(max)
+	}
 }
 
 // Pair returns the two connected ends: one for the supervisor, one to hand
@@ -280,10 +298,13 @@ func (c *Conn) Recv() (Message, []*os.File, error) {
 			return m, nil, fmt.Errorf("control: short header: %w", err)
 		}
 	}
-	size := binary.LittleEndian.Uint32(hdr)
-	if size > maxMessage {
+	size, limit := binary.LittleEndian.Uint32(hdr), uint32(maxMessage)
+	if c.limit != 0 {
+		limit = c.limit
+	}
+	if size > limit {
 		closeAll(files)
-		return m, nil, fmt.Errorf("control: message of %d bytes is too large", size)
+		return m, nil, fmt.Errorf("control: message of %d bytes is too large (at most %d)", size, limit)
 	}
 	body := make([]byte, size)
 	if _, err := io.ReadFull(c.file, body); err != nil {

@@ -118,3 +118,44 @@ func TestRecvRefusesTruncatedRights(t *testing.T) {
 		})
 	}
 }
+
+// TestLimitReceiveRefusesLargerMessages: an end limited to reports refuses
+// a message past its limit (by its header, before reading the body) and
+// accepts one within it; an unlimited end takes the larger one.
+func TestLimitReceiveRefusesLargerMessages(t *testing.T) {
+	const limit = 1024
+	for _, tc := range []struct {
+		name    string
+		limit   int
+		reason  int
+		wantErr bool
+	}{
+		{"a report within the limit", limit, limit / 2, false},
+		{"a report past the limit", limit, 2 * limit, true},
+		{"a report past MaxReport", MaxReport, MaxReport, true},
+		{"no limit", 0, 2 * limit, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ours, theirs, err := Pair()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ours.Close()
+			defer theirs.Close()
+			ours.LimitReceive(tc.limit)
+			peer := FromFD(int(theirs.Fd()))
+			sent := make(chan error, 1)
+			go func() { sent <- peer.Send(Message{Kind: KindError, Reason: strings.Repeat("x", tc.reason)}) }()
+			m, _, err := ours.Recv()
+			if tc.wantErr {
+				if err == nil || !strings.Contains(err.Error(), "too large") {
+					t.Errorf("Recv: %q of %d bytes, error %v; want a too-large error", m.Kind, len(m.Reason), err)
+				}
+				ours.Hangup() // the unread body: the sender's write ends
+			} else if err != nil || len(m.Reason) != tc.reason {
+				t.Errorf("Recv: reason of %d bytes, error %v; want %d bytes", len(m.Reason), err, tc.reason)
+			}
+			<-sent
+		})
+	}
+}
