@@ -215,10 +215,19 @@ func (pool *Pool) fill() {
 		backoff = 10 * time.Millisecond
 		pool.setWaiting(+1)
 		expired := time.NewTimer(pool.maxAge)
+		var checked time.Time
 		for offered := false; !offered; {
 			offered = true
 			select {
 			case <-pool.recheck:
+				// At most one check a second per filler: under runs that
+				// mostly miss (a server's requests of other limits), a
+				// check per miss would resolve the template as often.
+				if time.Since(checked) < time.Second {
+					offered = false
+					continue
+				}
+				checked = time.Now()
 				if pool.current(s) {
 					offered = false // still the template's: offer it on
 					continue
