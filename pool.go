@@ -44,7 +44,11 @@ func NewPool(template Spec, size int) (*Pool, error) {
 		// Never run: a ready sandbox gets its command when handed out.
 		template.Command = []string{"/bin/true"}
 	}
-	first, err := prepare(&template)
+	// Each plan is prepared from a copy: prepare fills in what the
+	// profile and the image decide (limits, environment, user), which
+	// must be read afresh for every sandbox, not kept from the first.
+	spec := template
+	first, err := prepare(&spec)
 	if err != nil {
 		return nil, err
 	}

@@ -153,9 +153,27 @@ type IDMap struct {
 	ContainerID, HostID, Size int `wire:"min=0,max=4294967295"`
 }
 
+// MaxReport bounds a message that a supervisor accepts from an init or its
+// forker (LimitReceive): their reports carry a step and a reason, which the
+// C init builds in buffers of at most PATH_MAX+64 and 2*PATH_MAX+256 bytes,
+// so a few KiB hold any honest one; only a config or a spawn, which go the
+// other way, need maxMessage.
+const MaxReport = 64 << 10
+
 // Conn is one end of the control socket.
 type Conn struct {
 	file *os.File
+	// limit bounds the body Recv accepts; 0 is maxMessage.
+	limit uint32
+}
+
+// LimitReceive lowers the size of a message Recv accepts to max bytes (at
+// most maxMessage), so that a peer that only reports cannot make this end
+// allocate for a large message. It is set before the first Recv.
+func (c *Conn) LimitReceive(max int) {
+	if max > 0 && max < maxMessage {
+		c.limit = uint32(max)
+	}
 }
 
 // Pair returns the two connected ends: one for the supervisor, one to hand
@@ -261,10 +279,10 @@ func (c *Conn) Recv() (Message, []*os.File, error) {
 	if err != nil {
 		return m, nil, err
 	}
-	var n, oobn int
+	var n, oobn, flags int
 	var recvErr error
 	err = raw.Read(func(fd uintptr) bool {
-		n, oobn, _, _, recvErr = unix.Recvmsg(int(fd), hdr, oob, unix.MSG_CMSG_CLOEXEC)
+		n, oobn, flags, _, recvErr = unix.Recvmsg(int(fd), hdr, oob, unix.MSG_CMSG_CLOEXEC)
 		return recvErr != unix.EAGAIN
 	})
 	if err == nil {
@@ -280,16 +298,25 @@ func (c *Conn) Recv() (Message, []*os.File, error) {
 	if err != nil {
 		return m, nil, err
 	}
+	if flags&unix.MSG_CTRUNC != 0 {
+		// The kernel dropped what did not fit in oob: descriptors the
+		// peer meant to pass are lost, so the message cannot be acted on.
+		closeAll(files)
+		return m, nil, fmt.Errorf("control: control message truncated: more than %d files, or other ancillary data", MaxFiles)
+	}
 	if n < 4 {
 		if _, err := io.ReadFull(c.file, hdr[n:]); err != nil {
 			closeAll(files)
 			return m, nil, fmt.Errorf("control: short header: %w", err)
 		}
 	}
-	size := binary.LittleEndian.Uint32(hdr)
-	if size > maxMessage {
+	size, limit := binary.LittleEndian.Uint32(hdr), uint32(maxMessage)
+	if c.limit != 0 {
+		limit = c.limit
+	}
+	if size > limit {
 		closeAll(files)
-		return m, nil, fmt.Errorf("control: message of %d bytes is too large", size)
+		return m, nil, fmt.Errorf("control: message of %d bytes is too large (at most %d)", size, limit)
 	}
 	body := make([]byte, size)
 	if _, err := io.ReadFull(c.file, body); err != nil {

@@ -86,6 +86,8 @@ func Start(program string) (*Forker, error) {
 		return nil, fmt.Errorf("forker: socketpair: %w", err)
 	}
 	ours := control.FromFD(fds[0])
+	// The forker only reports (spawned, reaped, an error).
+	ours.LimitReceive(control.MaxReport)
 	theirs := os.NewFile(uintptr(fds[1]), "jail-forker")
 	defer theirs.Close()
 	cmd := &exec.Cmd{

@@ -170,7 +170,12 @@ type Source struct {
 	helperOnce sync.Once
 	helper     *os.File // the checked copy or memfd; nil: helperErr says why
 	helperErr  error
+
+	closed bool // by Close: Open fails
 }
+
+// errSourceClosed is what a Source's Open returns after its Close.
+var errSourceClosed = errors.New("program source closed")
 
 // NewSource returns a Source of the caller's programs, which asks users
 // (nil: reads the password database) for the caller's home when the
@@ -178,9 +183,10 @@ type Source struct {
 func NewSource(users *privdir.Passwd) *Source { return &Source{users: users} }
 
 // Close releases the directory and the Source's own descriptor of the
-// helper; programs opened from it stay open, and those opened after come
-// from memfds. It must not run beside Open.
+// helper; programs opened from it stay open, and Open fails after it. It
+// must not run beside Open.
 func (s *Source) Close() {
+	s.closed = true
 	s.once.Do(func() {})
 	if s.dir != nil {
 		s.dir.Close()
@@ -196,6 +202,10 @@ func (s *Source) Close() {
 
 // Open returns program name to start (see the function Open).
 func (s *Source) Open(name string) (*Program, error) {
+	if s.closed {
+		// An Open after Close is its caller's mistake: a memfd would hide it.
+		return nil, fmt.Errorf("%s program: %w", name, errSourceClosed)
+	}
 	if name != Helper {
 		f, err := s.open(name)
 		if err != nil {

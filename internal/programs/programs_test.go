@@ -2,6 +2,7 @@ package programs
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -415,4 +416,42 @@ func BenchmarkOpen(b *testing.B) {
 			p.Close()
 		}
 	})
+}
+
+// TestSourceOpenAfterCloseFails: once a Source is closed, Open fails with
+// errSourceClosed for every program, whether or not the helper was opened
+// before: it neither falls back to a memfd nor uses the descriptor Close
+// released (which failed with "bad file descriptor").
+func TestSourceOpenAfterCloseFails(t *testing.T) {
+	if Version(Helper) == "" {
+		t.Skip("no helper program (go generate ./internal/programs)")
+	}
+	for _, tc := range []struct {
+		name       string
+		openBefore bool
+	}{
+		{"helper never opened", false},
+		{"helper opened before Close", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := NewSource(nil)
+			if tc.openBefore {
+				p, err := src.Open(Helper)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer p.Close()
+			}
+			src.Close()
+			for _, name := range []string{Helper, Tools} {
+				p, err := src.Open(name)
+				if !errors.Is(err, errSourceClosed) {
+					if p != nil {
+						p.Close()
+					}
+					t.Errorf("Open(%s) after Close: %v; want %v", name, err, errSourceClosed)
+				}
+			}
+		})
+	}
 }

@@ -36,6 +36,9 @@ type Pool struct {
 	stop     chan struct{}
 	fillers  sync.WaitGroup
 	stopOnce sync.Once
+	// recheck asks a filler holding a ready sandbox whether the template
+	// still resolves to it: a run missed the pool (see take).
+	recheck chan struct{}
 
 	// maxAge is how long a ready sandbox waits before it is rebuilt.
 	maxAge time.Duration
@@ -168,7 +171,7 @@ const maxReadyAge = 30 * time.Second
 func NewPool(first *Plan, resolve func() (*Plan, error), size int) *Pool {
 	size = max(size, 0)
 	p := first
-	pool := &Pool{resolve: resolve, key: keyOf(p), maxAge: maxReadyAge, ready: make(chan *supervisor), stop: make(chan struct{})}
+	pool := &Pool{resolve: resolve, key: keyOf(p), maxAge: maxReadyAge, ready: make(chan *supervisor), stop: make(chan struct{}), recheck: make(chan struct{}, 1)}
 	if p.Cgroup.Version != cgroups.None {
 		pool.watch, _ = janitor.StartWatch("/proc/self/exe")
 	}
@@ -212,29 +215,51 @@ func (pool *Pool) fill() {
 		backoff = 10 * time.Millisecond
 		pool.setWaiting(+1)
 		expired := time.NewTimer(pool.maxAge)
-		select {
-		case pool.ready <- s:
-			expired.Stop()
-			pool.setWaiting(-1)
-			// The next one is built once this run is over, not beside
-			// it: building takes the CPU the run needs.
+		var checked time.Time
+		for offered := false; !offered; {
+			offered = true
 			select {
-			case <-s.finished:
+			case <-pool.recheck:
+				// At most one check a second per filler: under runs that
+				// mostly miss (a server's requests of other limits), a
+				// check per miss would resolve the template as often.
+				if time.Since(checked) < time.Second {
+					offered = false
+					continue
+				}
+				checked = time.Now()
+				if pool.current(s) {
+					offered = false // still the template's: offer it on
+					continue
+				}
+				// The template resolves to another sandbox now (a profile
+				// edited, an image replaced): no run would take this one.
+				expired.Stop()
+				pool.setWaiting(-1)
+				s.discard()
+			case pool.ready <- s:
+				expired.Stop()
+				pool.setWaiting(-1)
+				// The next one is built once this run is over, not beside
+				// it: building takes the CPU the run needs.
+				select {
+				case <-s.finished:
+				case <-pool.stop:
+					return
+				}
+			case <-s.reaped:
+				// The init died while it waited: build another.
+				pool.setWaiting(-1)
+				s.discard()
+			case <-expired.C:
+				pool.setWaiting(-1)
+				s.discard()
 			case <-pool.stop:
+				expired.Stop()
+				pool.setWaiting(-1)
+				s.discard()
 				return
 			}
-		case <-s.reaped:
-			// The init died while it waited: build another.
-			pool.setWaiting(-1)
-			s.discard()
-		case <-expired.C:
-			pool.setWaiting(-1)
-			s.discard()
-		case <-pool.stop:
-			expired.Stop()
-			pool.setWaiting(-1)
-			s.discard()
-			return
 		}
 	}
 }
@@ -328,6 +353,27 @@ func (pool *Pool) supervisor(job *Job, p *Plan, t *Timings) *supervisor {
 	return s
 }
 
+// current reports whether the template still resolves to ready sandbox s;
+// if not, the pool's key becomes that of what it resolves to now, so that
+// runs of the new template take the sandboxes built for it.
+func (pool *Pool) current(s *supervisor) bool {
+	p, err := pool.resolve()
+	if err != nil {
+		// Runs of the template fail as this did, before they reach the
+		// pool; s stays until its age or a later check.
+		return true
+	}
+	key := keyOf(p)
+	p.Close()
+	if reflect.DeepEqual(key, keyOf(s.plan)) {
+		return true
+	}
+	pool.mu.Lock()
+	pool.key = key
+	pool.mu.Unlock()
+	return false
+}
+
 // take returns a ready sandbox that is the one p describes, or nil.
 func (pool *Pool) take(p *Plan) *supervisor {
 	if p.Config.Process.TTY {
@@ -340,6 +386,15 @@ func (pool *Pool) take(p *Plan) *supervisor {
 	fits := reflect.DeepEqual(want, pool.key)
 	pool.mu.Unlock()
 	if !fits {
+		// Either a run of another sandbox, or the template resolves
+		// otherwise than when the pool last built (a profile edited):
+		// a filler checks, off this run's path, so that the pool does
+		// not go on building sandboxes no run takes. One check waits
+		// at most.
+		select {
+		case pool.recheck <- struct{}{}:
+		default:
+		}
 		return nil
 	}
 	for {

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -74,6 +75,50 @@ func TestPoolReplacesAStaleSandbox(t *testing.T) {
 			t.Fatal("no new sandbox built after the stale one was dropped")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestPoolFollowsItsTemplate: once the template resolves to another
+// sandbox than the ready one (as after an edit of its profile's limits),
+// a run of the new template that misses the pool has a filler check the
+// template: the stale sandbox goes, one of the new template is built, and
+// runs take ready sandboxes again. Ready sandboxes never age out here: only
+// the check can replace the stale one.
+func TestPoolFollowsItsTemplate(t *testing.T) {
+	var mu sync.Mutex
+	template := testSandbox{}
+	pool := NewPool(testPlan(t, template), func() (*Plan, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return planOf(template)
+	}, 0)
+	defer pool.Close()
+	pool.maxAge = time.Hour
+	pool.start(1)
+	pool.WaitReady(20 * time.Second)
+	if _, tm, err := runIn(t, pool, template); err != nil || !tm.InitStarted.IsZero() {
+		t.Fatalf("run of the template: %v (cold: %v); want a ready sandbox", err, !tm.InitStarted.IsZero())
+	}
+	pool.WaitReady(20 * time.Second)
+
+	mu.Lock()
+	template = testSandbox{memory: 256 << 20}
+	edited := template
+	mu.Unlock()
+	cold := 0
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		res, tm, err := runIn(t, pool, edited)
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("run of the edited template: %v %+v", err, res)
+		}
+		if tm.InitStarted.IsZero() {
+			t.Logf("%d cold runs before a pooled one", cold)
+			break
+		}
+		cold++
+		if time.Now().After(deadline) {
+			t.Fatalf("%d runs of the edited template in 20 s, all cold: the pool keeps the sandbox of the old one", cold)
+		}
 	}
 }
 

@@ -127,6 +127,9 @@ func (s *supervisor) boot() (err error) {
 	if err != nil {
 		return &SetupError{Step: "start", Err: err}
 	}
+	// The init only reports: a message of more than a report's size is
+	// refused before anything is allocated for it.
+	conn.LimitReceive(control.MaxReport)
 	s.conn = conn
 	s.source = programs.NewSource(s.plan.Users)
 	s.startJanitor()
