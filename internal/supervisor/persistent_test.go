@@ -105,9 +105,12 @@ func testPersistentSandbox(t *testing.T) {
 		err            error
 		stdout, stderr string
 	}
-	run := func(ctx context.Context, stdin string, args ...string) result {
+	run := func(ctx context.Context, stdin string, asUser bool, args ...string) result {
 		p := proc
 		p.Args = args
+		if asUser {
+			p.SwitchUser, p.UID, p.GID = true, 65534, 65534
+		}
 		in, inW, err := os.Pipe()
 		if err != nil {
 			t.Fatal(err)
@@ -143,6 +146,10 @@ func testPersistentSandbox(t *testing.T) {
 		code, signal int
 		stdout       string
 		execErr      bool
+		// asUser runs the command as uid and gid 65534: its process
+		// changes its ids before its execve, and so may not share the
+		// init's memory on a host whose fs.suid_dumpable is 1 (spawn).
+		asUser bool
 	}{
 		{name: "writes a file in /tmp", args: []string{"sh", "-c", "echo kept >/tmp/shared"}},
 		{name: "the next reads it", args: []string{"cat", "/tmp/shared"}, stdout: "kept\n"},
@@ -153,9 +160,20 @@ func testPersistentSandbox(t *testing.T) {
 		{name: "the next sees it", args: []string{"sh", "-c", "kill -0 $(cat /tmp/bg) && echo alive"}, stdout: "alive\n"},
 		{name: "a missing program", args: []string{"/no/such/program"}, code: 127, execErr: true},
 		{name: "runs in the sandbox's pid namespace", args: []string{"sh", "-c", "cat /proc/1/comm 2>/dev/null || echo hidden"}, stdout: "hidden\n"},
+		{name: "writes a file that is no program", args: []string{"sh", "-c", "echo junk >/tmp/junk; chmod 755 /tmp/junk"}},
+		{name: "an exec that fails in the command's process", args: []string{"/tmp/junk"}, code: 126, execErr: true},
+		{name: "as another user", args: []string{"sh", "-c", "id -u; id -g"}, stdout: "65534\n65534\n", asUser: true},
+		{name: "as another user, an exec that fails in the command's process", args: []string{"/tmp/junk"}, code: 126, execErr: true, asUser: true},
+		{name: "as another user, the init stays hidden", args: []string{"sh", "-c", "cat /proc/1/comm 2>/dev/null || echo hidden"}, stdout: "hidden\n", asUser: true},
+		{name: "and as the caller again", args: []string{"sh", "-c", "id -u"}, stdout: fmt.Sprintf("%d\n", proc.UID)},
 	} {
+		if c.asUser && os.Getuid() != 0 {
+			// A rootless sandbox maps one id: the switch fails in the
+			// command's process, and is that exec's error.
+			c.code, c.stdout, c.execErr = 126, "", true
+		}
 		t.Run(c.name, func(t *testing.T) {
-			r := run(t.Context(), c.stdin, c.args...)
+			r := run(t.Context(), c.stdin, c.asUser, c.args...)
 			var ee *ExecError
 			if c.execErr != errors.As(r.err, &ee) || (!c.execErr && r.err != nil) {
 				t.Fatalf("err %v, want an ExecError: %v", r.err, c.execErr)
@@ -174,7 +192,7 @@ func testPersistentSandbox(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				results[i] = run(t.Context(), "", "sh", "-c", fmt.Sprintf("echo %d >/tmp/at-once-%d; echo %d; exit %d", i, i, i, i))
+				results[i] = run(t.Context(), "", false, "sh", "-c", fmt.Sprintf("echo %d >/tmp/at-once-%d; echo %d; exit %d", i, i, i, i))
 			}()
 		}
 		wg.Wait()
@@ -183,7 +201,7 @@ func testPersistentSandbox(t *testing.T) {
 				t.Errorf("command %d: code %d stdout %q err %v", i, r.code, r.stdout, r.err)
 			}
 		}
-		r := run(t.Context(), "", "sh", "-c", "cat /tmp/at-once-*")
+		r := run(t.Context(), "", false, "sh", "-c", "cat /tmp/at-once-*")
 		if got := strings.Fields(r.stdout); len(got) != n {
 			t.Errorf("files the commands wrote: %q", r.stdout)
 		}
@@ -197,7 +215,7 @@ func testPersistentSandbox(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 			cancel()
 		}()
-		r := run(ctx, "", "sleep", "1000")
+		r := run(ctx, "", false, "sleep", "1000")
 		if !errors.Is(r.err, context.Canceled) || r.signal != 9 {
 			t.Errorf("code %d signal %d err %v, want SIGKILL and context.Canceled", r.code, r.signal, r.err)
 		}

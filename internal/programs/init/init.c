@@ -54,6 +54,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <poll.h>
@@ -1651,63 +1652,117 @@ static int load_filter(const struct config *c)
 	return 0;
 }
 
-/* What the command's process tells the init when it cannot exec. */
+/* What the command's process leaves the init when it cannot exec, in a
+ * page the two share (spawn), so that it takes no system call the filter
+ * could deny. */
 struct child_failure {
-	int stage; /* 1: its filter, 2: its setup, 3: the exec itself */
+	int stage; /* 0: none; 1: its filter, 2: its setup, 3: the exec itself */
 	int err;
 };
 
-static void child_report(int pipe_fd, int stage, int err)
+/* What spawn hands the command's process. */
+struct child_start {
+	const struct config *c;
+	const struct process *p;
+	const char *path;
+	const int *stdio;
+	struct child_failure *failure;
+};
+
+static _Noreturn void child_fail(struct child_failure *cf, int stage, int err)
 {
-	struct child_failure cf = {stage, err};
-	ssize_t n = write(pipe_fd, &cf, sizeof(cf));
-	(void)n;
+	cf->stage = stage;
+	cf->err = err;
 	_exit(127);
 }
 
 /*
- * command_child runs in the command's process, from the fork to the exec:
- * default signal handling, a session of its own (and its terminal), its
+ * command_child runs in the command's process, from the clone to the exec:
+ * its signal mask cleared, a session of its own (and its terminal), its
  * stdio, its user, its working directory, and then, last, its seccomp
- * filter.
+ * filter. It may share the init's memory (spawn), so it calls the kernel
+ * directly wherever libc keeps state of its own (musl's setresuid and
+ * setgroups signal every thread; its fcntl adds a call), and writes
+ * nothing but its own stack, the failure and errno; the init is suspended
+ * meanwhile. Signal dispositions need no reset: the init has no handler
+ * and ignores no signal (main), so only its mask is to clear.
  */
-static void command_child(const struct config *c, const struct process *p, const char *path, const int stdio[3], int pipe_fd)
+static int command_child(void *arg)
 {
-	sigset_t all;
-	sigemptyset(&all);
-	sigprocmask(SIG_SETMASK, &all, NULL);
-	for (int sig = 1; sig < NSIG; sig++)
-		if (sig != SIGKILL && sig != SIGSTOP)
-			signal(sig, SIG_DFL);
+	const struct child_start *cs = arg;
+	const struct process *p = cs->p;
+	struct child_failure *cf = cs->failure;
+	sigset_t none;
+	sigemptyset(&none);
+	if (syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, _NSIG / 8) != 0)
+		child_fail(cf, 2, errno);
 	if (setsid() < 0)
-		child_report(pipe_fd, 2, errno);
+		child_fail(cf, 2, errno);
 	/* Stdio: first out of the way of 0..2, then onto them. */
 	int moved[3];
 	for (int i = 0; i < 3; i++) {
-		moved[i] = fcntl(stdio[i], F_DUPFD_CLOEXEC, 3);
+		moved[i] = (int)syscall(SYS_fcntl, cs->stdio[i], F_DUPFD_CLOEXEC, 3);
 		if (moved[i] < 0)
-			child_report(pipe_fd, 2, errno);
+			child_fail(cf, 2, errno);
 	}
 	for (int i = 0; i < 3; i++)
 		if (dup2(moved[i], i) < 0)
-			child_report(pipe_fd, 2, errno);
+			child_fail(cf, 2, errno);
 	if (p->tty && ioctl(0, TIOCSCTTY, 0) != 0)
-		child_report(pipe_fd, 2, errno);
+		child_fail(cf, 2, errno);
 	if (p->switch_user) {
-		if (setgroups(0, NULL) != 0 || setresgid(p->gid, p->gid, p->gid) != 0 ||
-		    setresuid(p->uid, p->uid, p->uid) != 0)
-			child_report(pipe_fd, 2, errno);
+		if (syscall(SYS_setgroups, 0, NULL) != 0 || syscall(SYS_setresgid, p->gid, p->gid, p->gid) != 0 ||
+		    syscall(SYS_setresuid, p->uid, p->uid, p->uid) != 0)
+			child_fail(cf, 2, errno);
 	}
 	if (chdir(p->cwd) != 0)
-		child_report(pipe_fd, 2, errno);
+		child_fail(cf, 2, errno);
 	/* 3. The profile's seccomp filter, last. */
-	if (load_filter(c) != 0)
-		child_report(pipe_fd, 1, errno);
-	execve(path, p->args, p->env);
-	child_report(pipe_fd, 3, errno);
+	if (load_filter(cs->c) != 0)
+		child_fail(cf, 1, errno);
+	execve(cs->path, p->args, p->env);
+	child_fail(cf, 3, errno);
 }
 
-/* spawn starts the command; it returns its pid, and a pidfd of it. */
+/* The command's process runs on this stack until its execve; spawn starts
+ * one at a time, and the init waits meanwhile (CLONE_VFORK). */
+static char command_stack[16384] __attribute__((aligned(16)));
+
+/*
+ * may_share_memory says whether the command's process may share the init's
+ * memory until its execve. A process that changes its effective ids sets
+ * its memory's dumpable flag to the host's fs.suid_dumpable (the kernel's
+ * commit_creds), and until the execve that memory is the init's: with
+ * suid_dumpable 1 the init would become dumpable, and a command of its uid
+ * could then ptrace it or take its control socket (pidfd_getfd). 0 and 2
+ * leave it as it is, not dumpable by anything in the sandbox. The setting
+ * is read each time (the host's root may change it; /proc/sys is
+ * read-only in the sandbox), and only for a command that changes ids.
+ */
+static bool may_share_memory(const struct process *p)
+{
+	if (!p->switch_user || (p->uid == geteuid() && p->gid == getegid()))
+		return true;
+	char value[2] = "";
+	int fd = open("/proc/sys/fs/suid_dumpable", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, value, sizeof(value));
+	close(fd);
+	return n >= 1 && (value[0] == '0' || value[0] == '2');
+}
+
+/* spawn starts the command; it returns its pid, and a pidfd of it.
+ *
+ * The init waits until the command's process has exec'd or failed
+ * (CLONE_VFORK), which it reports in a page the two share (MAP_SHARED,
+ * made once) rather than through a pipe. Where that is safe
+ * (may_share_memory) the process shares all the init's memory until its
+ * execve (CLONE_VM, as posix_spawn does), so nothing of the init is
+ * copied; otherwise it gets a copy, as a fork. Its descriptors, working
+ * directory, credentials and filter are its own either way (no
+ * CLONE_FILES, CLONE_FS, CLONE_THREAD, CLONE_SIGHAND), and its execve
+ * gives it a memory of its own. CLONE_PIDFD names it from the start. */
 static int spawn(const struct config *c, const struct process *p, const int stdio[3], int *pidfd, struct failure *f)
 {
 	if (p->nargs == 0)
@@ -1725,42 +1780,38 @@ static int spawn(const struct config *c, const struct process *p, const int stdi
 	    (c->seccomp.guard.present && !valid_program(&c->seccomp.guard)))
 		return fail(f, "seccomp", "seccomp: not a BPF program");
 
-	int pipe_fds[2];
-	if (pipe2(pipe_fds, O_CLOEXEC) != 0)
-		return fail_errno(f, "start", NULL);
+	static struct child_failure *cf;
+	if (cf == NULL) {
+		void *page = mmap(NULL, sizeof(*cf), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		if (page == MAP_FAILED)
+			return fail_errno(f, "start", "mmap");
+		cf = page;
+	}
+	*cf = (struct child_failure){0, 0};
+	struct child_start cs = {c, p, path, stdio, cf};
+	int flags = CLONE_VFORK | CLONE_PIDFD | SIGCHLD;
+	if (may_share_memory(p))
+		flags |= CLONE_VM;
 	char text[128];
-	pid_t pid = fork();
+	int fd = -1;
+	pid_t pid = clone(command_child, command_stack + sizeof(command_stack), flags, &cs, &fd);
 	if (pid < 0) {
 		errtext(errno, text, sizeof(text));
-		close(pipe_fds[0]);
-		close(pipe_fds[1]);
 		return exec_failure(f, 126, "exec %s: %s", p->args[0], text);
 	}
-	if (pid == 0) {
-		close(pipe_fds[0]);
-		command_child(c, p, path, stdio, pipe_fds[1]);
-	}
-	close(pipe_fds[1]);
-	struct child_failure cf;
-	ssize_t n;
-	do
-		n = read(pipe_fds[0], &cf, sizeof(cf));
-	while (n < 0 && errno == EINTR);
-	close(pipe_fds[0]);
-	if (n == (ssize_t)sizeof(cf)) {
+	if (cf->stage != 0) {
+		close(fd);
 		waitpid(pid, NULL, 0);
-		errtext(cf.err, text, sizeof(text));
-		if (cf.stage == 1)
+		errtext(cf->err, text, sizeof(text));
+		if (cf->stage == 1)
 			return fail(f, "seccomp", "seccomp: load filter: %s", text);
 		/* The child reports any failure before its exec as the
 		 * exec's. */
-		return exec_failure(f, cf.err == ENOENT ? 127 : 126, "exec %s: %s", p->args[0], text);
+		return exec_failure(f, cf->err == ENOENT ? 127 : 126, "exec %s: %s", p->args[0], text);
 	}
-	/* The exec happened: the pid is ours to wait for, so it names the
-	 * command until then. */
-	*pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	if (*pidfd < 0)
-		return fail_errno(f, "report start", "pidfd");
+	/* The exec happened: the pid is ours to wait for, and the pidfd
+	 * names the command until then. */
+	*pidfd = fd;
 	return pid;
 }
 
@@ -1807,14 +1858,17 @@ static void end_remaining(void)
 	}
 }
 
-/* The signals someone might send the init itself get their default action:
- * the kernel delivers to a pid namespace's init only the signals it
- * handles, so these are dropped; SIGKILL from outside still ends it. */
+/* Every signal gets its default action, once: the kernel delivers to a
+ * pid namespace's init only the signals it handles, so those someone might
+ * send the init itself are dropped (SIGKILL from outside still ends it);
+ * and since the init has no handler and ignores nothing, the commands it
+ * starts inherit default dispositions without resetting them each
+ * (command_child). */
 static void leave_signals_to_kernel(void)
 {
-	const int undelivered[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT};
-	for (size_t i = 0; i < sizeof(undelivered) / sizeof(undelivered[0]); i++)
-		signal(undelivered[i], SIG_DFL);
+	for (int sig = 1; sig < _NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			signal(sig, SIG_DFL);
 }
 
 /*
