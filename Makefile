@@ -125,6 +125,7 @@ bench: build
 		else echo "make bench needs root and these Debian packages:$$missing" >&2; exit 1; fi; \
 	fi
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./cgroups ./seccomp/filter ./rootfs .
+	$(GO) test -run '^$$' -bench BenchmarkPersistentExec -benchtime 500x ./internal/supervisor
 	$(GO) run ./test/startbench -jail bin/jail -json bin/bench-start.json
 	bash test/bench-images.sh
 
