@@ -48,8 +48,15 @@ const (
 // answered by KindStarted (Exec, Pid, the command's pidfd attached),
 // KindExecError or KindError (Exec set: the exec failed, not the sandbox),
 // and KindExit (Exec, Pid, Code, Signal) once that command is gone. Only
-// the supervisor holds the socket; the commands never do.
-const KindExec = "exec"
+// the supervisor holds the socket; the commands never do. KindSignal (Exec,
+// Signal, nothing attached) sends Signal to the process group of that
+// command (it leads a session and a group of its own), so that what it
+// started goes with it; a command already gone is not named any more, and
+// the message is dropped unanswered.
+const (
+	KindExec   = "exec"
+	KindSignal = "signal"
+)
 
 // Message kinds between a supervisor and its forker: KindSpawn (Spawn set,
 // the child's files attached) is answered by KindSpawned (Pid, and the

@@ -23,6 +23,16 @@ import (
 type Persistent struct {
 	s         *supervisor
 	closeOnce sync.Once
+	// sending keeps messages whole: the control socket is a stream, and
+	// a message larger than what one sendmsg takes goes in parts.
+	sending sync.Mutex
+}
+
+// send writes one message to the init.
+func (ps *Persistent) send(msg control.Message, files ...*os.File) error {
+	ps.sending.Lock()
+	defer ps.sending.Unlock()
+	return ps.s.conn.Send(msg, files...)
 }
 
 // execReplies hands the init's reports about each command of a persistent
@@ -118,7 +128,7 @@ func (ps *Persistent) Exec(ctx context.Context, process *config.Process, stdin, 
 	id, replies := s.execs.open()
 	defer s.execs.forget(id)
 	msg := control.Message{Kind: control.KindExec, Exec: id, Process: process}
-	if err := s.conn.Send(msg, stdin, stdout, stderr); err != nil {
+	if err := ps.send(msg, stdin, stdout, stderr); err != nil {
 		return 0, 0, &SetupError{Step: "exec", Err: err}
 	}
 	var pidfd *os.File
@@ -127,13 +137,15 @@ func (ps *Persistent) Exec(ctx context.Context, process *config.Process, stdin, 
 			pidfd.Close()
 		}
 	}()
-	// killed: ctx ended, and the command is (or, once started, will be)
-	// killed.
+	// killed: ctx ended, and the init was asked to kill the command's
+	// process group (KindSignal), so that what the command started goes
+	// too. The init reads the request after the exec's, so it also kills
+	// a command that starts after the cancel; the pidfd is not used for
+	// it, since a command killed by it could be reaped, and its group
+	// forgotten, before the init reads the request.
 	killed := false
-	kill := func() {
-		if pidfd != nil {
-			_ = unix.PidfdSendSignal(int(pidfd.Fd()), unix.SIGKILL, nil, 0)
-		}
+	killGroup := func() {
+		_ = ps.send(control.Message{Kind: control.KindSignal, Exec: id, Signal: int(unix.SIGKILL)})
 	}
 	done := ctx.Done()
 	for {
@@ -146,9 +158,6 @@ func (ps *Persistent) Exec(ctx context.Context, process *config.Process, stdin, 
 					for _, f := range r.files[1:] {
 						f.Close()
 					}
-				}
-				if killed {
-					kill()
 				}
 				continue
 			case control.KindExit:
@@ -165,7 +174,7 @@ func (ps *Persistent) Exec(ctx context.Context, process *config.Process, stdin, 
 			}
 		case <-done:
 			done, killed = nil, true
-			kill()
+			killGroup()
 		case <-s.reaped:
 			if !stillReporting(replies) {
 				return api.ExitSetup, 0, &SetupError{Step: "exec", Err: errors.New("the sandbox ended")}

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -207,6 +208,69 @@ func testPersistentSandbox(t *testing.T) {
 		}
 	})
 
+	// As the caller, and (where ids other than the caller's are mapped)
+	// as another user, whose processes the init must still be able to
+	// signal.
+	users := []bool{false}
+	if os.Getuid() == 0 {
+		users = append(users, true)
+	}
+	for _, asUser := range users {
+		name := "a command whose context ends is killed with what it started"
+		if asUser {
+			name += ", as another user"
+		}
+		t.Run(name, func(t *testing.T) {
+			null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer null.Close()
+			outR, outW, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer outR.Close()
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			p := proc
+			if asUser {
+				p.SwitchUser, p.UID, p.GID = true, 65534, 65534
+			}
+			// The background sleep holds the output too: the output ends
+			// only once both are gone.
+			p.Args = []string{"sh", "-c", "sleep 1000 & echo started; wait"}
+			type result struct {
+				code, signal int
+				err          error
+			}
+			done := make(chan result, 1)
+			go func() {
+				code, signal, err := ps.Exec(ctx, &p, null, outW, null)
+				done <- result{code, signal, err}
+			}()
+			out := bufio.NewReader(outR)
+			if line, err := out.ReadString('\n'); line != "started\n" {
+				t.Fatalf("output %q, %v", line, err)
+			}
+			cancel()
+			r := <-done
+			outW.Close()
+			if !errors.Is(r.err, context.Canceled) || r.signal != 9 {
+				t.Errorf("code %d signal %d err %v, want SIGKILL and context.Canceled", r.code, r.signal, r.err)
+			}
+			ended := make(chan error, 1)
+			go func() { _, err := io.Copy(io.Discard, out); ended <- err }()
+			select {
+			case <-ended:
+			case <-time.After(30 * time.Second):
+				// Not a measure of speed: a sleep that survived holds the
+				// output for 1000 s. The sandbox's Close kills it.
+				t.Fatal("the output is still held: the command's background process outlived its cancel")
+			}
+		})
+	}
+
 	t.Run("a command whose context ends is killed", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		// Whenever the cancel comes, before the command's start or
@@ -309,16 +373,31 @@ func TestPersistentInitRefusesMalformedRequests(t *testing.T) {
 		}
 	})
 
+	t.Run("a signal for a command not running is dropped", func(t *testing.T) {
+		if err := ps.send(control.Message{Kind: control.KindSignal, Exec: 1 << 40, Signal: 9}); err != nil {
+			t.Fatal(err)
+		}
+		if err := works(t, ps, proc); err != nil {
+			t.Errorf("the sandbox no longer serves: %v", err)
+		}
+	})
+
+	stdio := []*os.File{null, null, null}
 	for _, c := range []struct {
-		name string
-		msg  control.Message
+		name  string
+		msg   control.Message
+		files []*os.File
 	}{
-		{"a release", control.Message{Kind: control.KindRelease, Process: &proc}},
-		{"an exec with no id", control.Message{Kind: control.KindExec, Process: &proc}},
+		{"a release", control.Message{Kind: control.KindRelease, Process: &proc}, stdio},
+		{"an exec with no id", control.Message{Kind: control.KindExec, Process: &proc}, stdio},
+		{"a signal with no id", control.Message{Kind: control.KindSignal, Signal: 9}, nil},
+		{"a signal 0", control.Message{Kind: control.KindSignal, Exec: 1 << 40}, nil},
+		{"a signal past the last", control.Message{Kind: control.KindSignal, Exec: 1 << 40, Signal: 65}, nil},
+		{"a signal with descriptors", control.Message{Kind: control.KindSignal, Exec: 1 << 40, Signal: 9}, stdio},
 	} {
 		t.Run(c.name+" ends the sandbox", func(t *testing.T) {
 			ps, proc := boot(t)
-			if err := ps.s.conn.Send(c.msg, null, null, null); err != nil {
+			if err := ps.s.conn.Send(c.msg, c.files...); err != nil {
 				t.Fatal(err)
 			}
 			<-ps.s.reaped // a hang here is the failure

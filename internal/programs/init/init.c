@@ -2006,6 +2006,30 @@ static int start_exec(const struct config *c, int sock, const struct message *m,
 	return err;
 }
 
+/*
+ * signal_exec sends the signal of a signal message to the process group of
+ * the command it names: the command leads a session and a group of its own
+ * (command_child's setsid), so what it started goes too, unless that left
+ * the group itself. Only commands this init started and has not reaped can
+ * be named, so the signal never reaches a reused pid or the init; a
+ * command already reaped is dropped silently (its exit is reported). It
+ * returns -1 for a message that breaks the protocol, which ends the
+ * sandbox.
+ */
+static int signal_exec(const struct message *m, const struct execs *execs)
+{
+	int sig = m->body.signal;
+	if (m->body.exec == 0 || sig < 1 || sig >= _NSIG || m->nfds != 0 || m->process != NULL)
+		return -1;
+	for (size_t i = 0; i < execs->n; i++) {
+		if (execs->list[i].exec == m->body.exec) {
+			(void)kill(-execs->list[i].pid, sig);
+			break;
+		}
+	}
+	return 0;
+}
+
 /* reap_execs reaps every child that has ended, reporting the exit of those
  * started on request; orphans the commands left go silently. */
 static int reap_execs(int sock, struct execs *execs)
@@ -2037,8 +2061,9 @@ static int reap_execs(int sock, struct execs *execs)
 
 /*
  * serve runs the commands of a persistent sandbox: each exec message
- * starts one, and its exit is reported once it is gone; whatever a command
- * leaves running stays, for the next. When the supervisor hangs up (or
+ * starts one, and its exit is reported once it is gone; a signal message
+ * signals one (signal_exec); whatever a command leaves running stays, for
+ * the next. When the supervisor hangs up (or
  * breaks the protocol), everything is killed and the init ends. SIGCHLD is
  * blocked and read from a signalfd; each command unblocks it
  * (command_child).
@@ -2072,7 +2097,7 @@ static int serve(const struct config *c, int sock)
 			struct message m;
 			if (recv_message(sock, &m) != 0)
 				break;
-			int err = start_exec(c, sock, &m, &execs);
+			int err = strcmp(m.kind, "signal") == 0 ? signal_exec(&m, &execs) : start_exec(c, sock, &m, &execs);
 			for (int i = 0; i < m.nfds; i++)
 				close(m.fds[i]);
 			wire_free_wire_message(&m.body);
