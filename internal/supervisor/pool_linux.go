@@ -353,9 +353,11 @@ func (pool *Pool) supervisor(job *Job, p *Plan, t *Timings) *supervisor {
 	return s
 }
 
-// current reports whether the template still resolves to ready sandbox s;
-// if not, the pool's key becomes that of what it resolves to now, so that
-// runs of the new template take the sandboxes built for it.
+// current reports whether the template still resolves to ready sandbox s.
+// Either way the pool's key becomes that of what it resolves to now, so
+// that runs of the template take the sandboxes built for it: a filler
+// whose build began before an edit sets the key of the old template when
+// it ends, after another's check, and only a check mends that.
 func (pool *Pool) current(s *supervisor) bool {
 	p, err := pool.resolve()
 	if err != nil {
@@ -365,13 +367,10 @@ func (pool *Pool) current(s *supervisor) bool {
 	}
 	key := keyOf(p)
 	p.Close()
-	if reflect.DeepEqual(key, keyOf(s.plan)) {
-		return true
-	}
 	pool.mu.Lock()
 	pool.key = key
 	pool.mu.Unlock()
-	return false
+	return reflect.DeepEqual(key, keyOf(s.plan))
 }
 
 // take returns a ready sandbox that is the one p describes, or nil.

@@ -122,6 +122,42 @@ func TestPoolFollowsItsTemplate(t *testing.T) {
 	}
 }
 
+// TestPoolKeyFollowsACurrentSandbox: when the pool's key is not what the
+// template resolves to while the ready sandbox is (as after a filler that
+// resolved the template before an edit finished its build after another's
+// check), the check a missed run asks for puts the key back to the
+// template's, so that runs take the ready sandbox again. Ready sandboxes
+// never age out here: only the check can mend the key.
+func TestPoolKeyFollowsACurrentSandbox(t *testing.T) {
+	template := testSandbox{}
+	pool := NewPool(testPlan(t, template), func() (*Plan, error) { return planOf(template) }, 0)
+	defer pool.Close()
+	pool.maxAge = time.Hour
+	pool.start(1)
+	pool.WaitReady(20 * time.Second)
+	// The key of a template of the past, written by a late build.
+	old := testPlan(t, testSandbox{memory: 256 << 20})
+	pool.mu.Lock()
+	pool.key = keyOf(old)
+	pool.mu.Unlock()
+	old.Close()
+	cold := 0
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		res, tm, err := runIn(t, pool, template)
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("run of the template: %v %+v", err, res)
+		}
+		if tm.InitStarted.IsZero() {
+			t.Logf("%d cold runs before a pooled one", cold)
+			break
+		}
+		cold++
+		if time.Now().After(deadline) {
+			t.Fatalf("%d runs of the template in 20 s, all cold: the pool's key stays that of an older template while its ready sandbox is current", cold)
+		}
+	}
+}
+
 // TestPoolOutlivesItsForker: inits come from the pool's forker; should the
 // forker die, the sandboxes it started die with it and the pool goes on,
 // starting inits itself.
