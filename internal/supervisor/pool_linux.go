@@ -215,28 +215,31 @@ func (pool *Pool) fill() {
 		backoff = 10 * time.Millisecond
 		pool.setWaiting(+1)
 		expired := time.NewTimer(pool.maxAge)
+		// checked is when the filler last checked s against the
+		// template; due, when set, fires once a second after it, for a
+		// check asked for before then.
 		var checked time.Time
+		var due <-chan time.Time
 		for offered := false; !offered; {
 			offered = true
+			check := false
 			select {
 			case <-pool.recheck:
 				// At most one check a second per filler: under runs that
 				// mostly miss (a server's requests of other limits), a
-				// check per miss would resolve the template as often.
-				if time.Since(checked) < time.Second {
+				// check per miss would resolve the template as often. One
+				// asked for sooner is made when the second is over, not
+				// dropped: it may be the one run of an edited template.
+				if wait := time.Second - time.Since(checked); wait > 0 {
+					if due == nil {
+						due = time.After(wait)
+					}
 					offered = false
 					continue
 				}
-				checked = time.Now()
-				if pool.current(s) {
-					offered = false // still the template's: offer it on
-					continue
-				}
-				// The template resolves to another sandbox now (a profile
-				// edited, an image replaced): no run would take this one.
-				expired.Stop()
-				pool.setWaiting(-1)
-				s.discard()
+				check = true
+			case <-due:
+				check = true
 			case pool.ready <- s:
 				expired.Stop()
 				pool.setWaiting(-1)
@@ -259,6 +262,18 @@ func (pool *Pool) fill() {
 				pool.setWaiting(-1)
 				s.discard()
 				return
+			}
+			if check {
+				checked, due = time.Now(), nil
+				if pool.current(s) {
+					offered = false // still the template's: offer it on
+					continue
+				}
+				// The template resolves to another sandbox now (a profile
+				// edited, an image replaced): no run would take this one.
+				expired.Stop()
+				pool.setWaiting(-1)
+				s.discard()
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -154,6 +155,53 @@ func TestPoolKeyFollowsACurrentSandbox(t *testing.T) {
 		cold++
 		if time.Now().After(deadline) {
 			t.Fatalf("%d runs of the template in 20 s, all cold: the pool's key stays that of an older template while its ready sandbox is current", cold)
+		}
+	}
+}
+
+// TestPoolChecksAMissWithinTheSecond: a run that misses the pool within a
+// second of the filler's last check (a run of other limits just before the
+// template was edited) still has the template checked, once the second is
+// over, rather than its request dropped: with no further run, the pool's
+// key and its ready sandbox follow the edit. Ready sandboxes never age out
+// here: only the check can replace the stale one.
+func TestPoolChecksAMissWithinTheSecond(t *testing.T) {
+	var mu sync.Mutex
+	template := testSandbox{}
+	pool := NewPool(testPlan(t, template), func() (*Plan, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return planOf(template)
+	}, 0)
+	defer pool.Close()
+	pool.maxAge = time.Hour
+	pool.start(1)
+	pool.WaitReady(20 * time.Second)
+	// A run of other limits: the filler checks (the template has not
+	// changed) and starts its second.
+	if _, _, err := runIn(t, pool, testSandbox{hostname: "other"}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	template = testSandbox{memory: 256 << 20}
+	edited := template
+	mu.Unlock()
+	// One run of the edited template, which misses.
+	if _, _, err := runIn(t, pool, edited); err != nil {
+		t.Fatal(err)
+	}
+	p := testPlan(t, edited)
+	want := keyOf(p)
+	p.Close()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		pool.mu.Lock()
+		followed := reflect.DeepEqual(pool.key, want)
+		pool.mu.Unlock()
+		if followed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the pool's key is still the old template's 20 s after a run of the edited one missed: its check was dropped")
 		}
 	}
 }
