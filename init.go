@@ -23,9 +23,7 @@ import (
 // initialisation calls it, before main runs, so a program that imports jail
 // need not; calling it first thing in main is harmless.
 func Init() {
-	switch os.Args[0] {
-	case forker.Arg, janitor.Arg, probe.Arg, namespaces.HolderArg:
-	default:
+	if role() == "" {
 		return
 	}
 	// jail starts these from a program that runs as its caller; started
@@ -60,11 +58,23 @@ func Init() {
 // that broke the dispatch would get here; this keeps such a break from
 // taking the host down.
 func startedWithoutInit() error {
-	switch os.Args[0] {
-	case forker.Arg, janitor.Arg, probe.Arg, namespaces.HolderArg:
-		return invalid("init", "this process was started by jail as %s, and was not dispatched to it (jail.Init)", os.Args[0])
+	if r := role(); r != "" {
+		return invalid("init", "this process was started by jail as %s, and was not dispatched to it (jail.Init)", r)
 	}
 	return nil
+}
+
+// role is the helper process this one was started as (its argv[0]), or ""
+// when it is none, which a process without arguments is not either.
+func role() string {
+	if len(os.Args) == 0 {
+		return ""
+	}
+	switch os.Args[0] {
+	case forker.Arg, janitor.Arg, probe.Arg, namespaces.HolderArg:
+		return os.Args[0]
+	}
+	return ""
 }
 
 // init dispatches before main: were it left to main, a program that forgot

@@ -186,14 +186,12 @@ func NewSource(users *privdir.Passwd) *Source { return &Source{users: users} }
 // helper; programs opened from it stay open, and Open fails after it. It
 // must not run beside Open.
 func (s *Source) Close() {
+	// Open checks closed first: no once runs after this.
 	s.closed = true
-	s.once.Do(func() {})
 	if s.dir != nil {
 		s.dir.Close()
 		s.dir = nil
 	}
-	s.err = errors.New("closed")
-	s.helperOnce.Do(func() { s.helperErr = errors.New("closed") })
 	if s.helper != nil {
 		s.helper.Close()
 		s.helper = nil

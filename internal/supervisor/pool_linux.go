@@ -215,28 +215,31 @@ func (pool *Pool) fill() {
 		backoff = 10 * time.Millisecond
 		pool.setWaiting(+1)
 		expired := time.NewTimer(pool.maxAge)
+		// checked is when the filler last checked s against the
+		// template; due, when set, fires once a second after it, for a
+		// check asked for before then.
 		var checked time.Time
+		var due <-chan time.Time
 		for offered := false; !offered; {
 			offered = true
+			check := false
 			select {
 			case <-pool.recheck:
 				// At most one check a second per filler: under runs that
 				// mostly miss (a server's requests of other limits), a
-				// check per miss would resolve the template as often.
-				if time.Since(checked) < time.Second {
+				// check per miss would resolve the template as often. One
+				// asked for sooner is made when the second is over, not
+				// dropped: it may be the one run of an edited template.
+				if wait := time.Second - time.Since(checked); wait > 0 {
+					if due == nil {
+						due = time.After(wait)
+					}
 					offered = false
 					continue
 				}
-				checked = time.Now()
-				if pool.current(s) {
-					offered = false // still the template's: offer it on
-					continue
-				}
-				// The template resolves to another sandbox now (a profile
-				// edited, an image replaced): no run would take this one.
-				expired.Stop()
-				pool.setWaiting(-1)
-				s.discard()
+				check = true
+			case <-due:
+				check = true
 			case pool.ready <- s:
 				expired.Stop()
 				pool.setWaiting(-1)
@@ -259,6 +262,18 @@ func (pool *Pool) fill() {
 				pool.setWaiting(-1)
 				s.discard()
 				return
+			}
+			if check {
+				checked, due = time.Now(), nil
+				if pool.current(s) {
+					offered = false // still the template's: offer it on
+					continue
+				}
+				// The template resolves to another sandbox now (a profile
+				// edited, an image replaced): no run would take this one.
+				expired.Stop()
+				pool.setWaiting(-1)
+				s.discard()
 			}
 		}
 	}
@@ -353,9 +368,11 @@ func (pool *Pool) supervisor(job *Job, p *Plan, t *Timings) *supervisor {
 	return s
 }
 
-// current reports whether the template still resolves to ready sandbox s;
-// if not, the pool's key becomes that of what it resolves to now, so that
-// runs of the new template take the sandboxes built for it.
+// current reports whether the template still resolves to ready sandbox s.
+// Either way the pool's key becomes that of what it resolves to now, so
+// that runs of the template take the sandboxes built for it: a filler
+// whose build began before an edit sets the key of the old template when
+// it ends, after another's check, and only a check mends that.
 func (pool *Pool) current(s *supervisor) bool {
 	p, err := pool.resolve()
 	if err != nil {
@@ -365,13 +382,10 @@ func (pool *Pool) current(s *supervisor) bool {
 	}
 	key := keyOf(p)
 	p.Close()
-	if reflect.DeepEqual(key, keyOf(s.plan)) {
-		return true
-	}
 	pool.mu.Lock()
 	pool.key = key
 	pool.mu.Unlock()
-	return false
+	return reflect.DeepEqual(key, keyOf(s.plan))
 }
 
 // take returns a ready sandbox that is the one p describes, or nil.

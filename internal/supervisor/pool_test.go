@@ -3,6 +3,7 @@ package supervisor
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -118,6 +119,89 @@ func TestPoolFollowsItsTemplate(t *testing.T) {
 		cold++
 		if time.Now().After(deadline) {
 			t.Fatalf("%d runs of the edited template in 20 s, all cold: the pool keeps the sandbox of the old one", cold)
+		}
+	}
+}
+
+// TestPoolKeyFollowsACurrentSandbox: when the pool's key is not what the
+// template resolves to while the ready sandbox is (as after a filler that
+// resolved the template before an edit finished its build after another's
+// check), the check a missed run asks for puts the key back to the
+// template's, so that runs take the ready sandbox again. Ready sandboxes
+// never age out here: only the check can mend the key.
+func TestPoolKeyFollowsACurrentSandbox(t *testing.T) {
+	template := testSandbox{}
+	pool := NewPool(testPlan(t, template), func() (*Plan, error) { return planOf(template) }, 0)
+	defer pool.Close()
+	pool.maxAge = time.Hour
+	pool.start(1)
+	pool.WaitReady(20 * time.Second)
+	// The key of a template of the past, written by a late build.
+	old := testPlan(t, testSandbox{memory: 256 << 20})
+	pool.mu.Lock()
+	pool.key = keyOf(old)
+	pool.mu.Unlock()
+	old.Close()
+	cold := 0
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		res, tm, err := runIn(t, pool, template)
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("run of the template: %v %+v", err, res)
+		}
+		if tm.InitStarted.IsZero() {
+			t.Logf("%d cold runs before a pooled one", cold)
+			break
+		}
+		cold++
+		if time.Now().After(deadline) {
+			t.Fatalf("%d runs of the template in 20 s, all cold: the pool's key stays that of an older template while its ready sandbox is current", cold)
+		}
+	}
+}
+
+// TestPoolChecksAMissWithinTheSecond: a run that misses the pool within a
+// second of the filler's last check (a run of other limits just before the
+// template was edited) still has the template checked, once the second is
+// over, rather than its request dropped: with no further run, the pool's
+// key and its ready sandbox follow the edit. Ready sandboxes never age out
+// here: only the check can replace the stale one.
+func TestPoolChecksAMissWithinTheSecond(t *testing.T) {
+	var mu sync.Mutex
+	template := testSandbox{}
+	pool := NewPool(testPlan(t, template), func() (*Plan, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return planOf(template)
+	}, 0)
+	defer pool.Close()
+	pool.maxAge = time.Hour
+	pool.start(1)
+	pool.WaitReady(20 * time.Second)
+	// A run of other limits: the filler checks (the template has not
+	// changed) and starts its second.
+	if _, _, err := runIn(t, pool, testSandbox{hostname: "other"}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	template = testSandbox{memory: 256 << 20}
+	edited := template
+	mu.Unlock()
+	// One run of the edited template, which misses.
+	if _, _, err := runIn(t, pool, edited); err != nil {
+		t.Fatal(err)
+	}
+	p := testPlan(t, edited)
+	want := keyOf(p)
+	p.Close()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		pool.mu.Lock()
+		followed := reflect.DeepEqual(pool.key, want)
+		pool.mu.Unlock()
+		if followed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the pool's key is still the old template's 20 s after a run of the edited one missed: its check was dropped")
 		}
 	}
 }

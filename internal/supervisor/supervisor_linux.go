@@ -436,6 +436,7 @@ wait:
 // report also goes to s.exitReport as soon as it arrives.
 func (s *supervisor) listen() report {
 	var rep report
+	readied := false
 	for {
 		msg, files, err := s.conn.Recv()
 		if err != nil {
@@ -451,6 +452,12 @@ func (s *supervisor) listen() report {
 		case control.KindExecError:
 			rep.execErr = &ExecError{Code: msg.Code, Reason: msg.Reason}
 		case control.KindReady:
+			if readied {
+				// Said once by an honest init: a second must not
+				// close ready again, a panic of the whole process.
+				break
+			}
+			readied = true
 			s.times.InitRunning, s.times.RootBuilt = control.Time(msg.Running), control.Time(msg.Built)
 			close(s.ready)
 		case control.KindStarted:
@@ -471,6 +478,11 @@ func (s *supervisor) listen() report {
 				files = nil
 			}
 		case control.KindExit:
+			if rep.exited {
+				// exitReport holds one: a second send would block
+				// this listener, and the run waiting for its reports.
+				break
+			}
 			s.times.ExitReported = time.Now()
 			rep.exited, rep.code, rep.signal = true, msg.Code, msg.Signal
 			s.exitReport <- rep
