@@ -99,8 +99,18 @@ type Spec struct {
 	// per stream, 0 meaning 1 MiB), in addition to streaming it.
 	Capture     bool
 	OutputLimit int64
-	// Labels are free-form metadata for the caller.
+	// Labels are free-form K=V metadata: shown by Manager.List, filtered
+	// on, and written into the audit log.
 	Labels map[string]string
+	// Name, Reuse, TTL and IdleTimeout are for Manager.Create only: the
+	// sandbox's name; return an existing sandbox of that name made from
+	// the same spec (one made from another is replaced); remove the
+	// sandbox this long after its creation, or after this long with no
+	// command running (0: never).
+	Name        string
+	Reuse       bool
+	TTL         time.Duration
+	IdleTimeout time.Duration
 	// Stdin, Stdout and Stderr connect the command; nil means nothing.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer

@@ -1,0 +1,91 @@
+package jail
+
+import (
+	"errors"
+	"io"
+	"os"
+	"time"
+)
+
+// Persistent sandboxes (docs/persistent.md): a Manager makes, finds and
+// removes the sandboxes of one user, which live between commands and
+// outlive the program that made them; a Sandbox runs commands in one.
+// The CLI (jail create, exec, shell, ls, logs, stop, start, kill, rm) and
+// jail serve's /v1/sandboxes* are both this type on the same state
+// directory, so each sees the other's sandboxes.
+
+var (
+	// ErrNotFound: no sandbox of that name.
+	ErrNotFound = errors.New("no such sandbox")
+	// ErrExists: a sandbox of that name exists and Reuse was not asked
+	// for.
+	ErrExists = errors.New("a sandbox of that name exists")
+)
+
+// Sandbox states, as Info and `jail ls` give them.
+const (
+	// StateRunning: ready for commands (some may run).
+	StateRunning = "running"
+	// StateStopped: its processes ended by Stop or Kill; its files kept.
+	// The next Exec or Start brings it back.
+	StateStopped = "stopped"
+	// StateDead: its monitor is gone (killed, or the sandbox ended by
+	// itself); only Remove is left to do.
+	StateDead = "dead"
+)
+
+// Process is one command run in a persistent sandbox: what `jail exec`
+// takes. Everything else (root, limits, filter, namespaces) is the
+// sandbox's own.
+type Process struct {
+	// Command is the program and its arguments.
+	Command []string
+	// Env holds K=V entries added to the sandbox's environment for this
+	// command.
+	Env []string
+	// Secrets are logical secret names injected as environment variables.
+	Secrets []string
+	// Workdir is the working directory ("": the sandbox's); User is
+	// "UID[:GID]" ("": the sandbox's).
+	Workdir string
+	User    string
+	// Timeout kills the command (and what it started) after this
+	// wall-clock time; the exit status is then 124. 0: none.
+	Timeout time.Duration
+	// TTY runs the command on a pseudo-terminal of its own.
+	TTY        bool
+	WindowSize *WindowSize
+	Resize     <-chan WindowSize
+	// Signals delivers signals to forward to the command's process group.
+	Signals <-chan os.Signal
+	// Capture keeps the output in the Result (at most OutputLimit bytes
+	// per stream, 0 meaning 1 MiB) in addition to streaming it.
+	Capture     bool
+	OutputLimit int64
+	// Stdin, Stdout and Stderr connect the command; nil means nothing.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+}
+
+// SandboxInfo is what `jail ls` and GET /v1/sandboxes/{name} show of a
+// sandbox.
+type SandboxInfo struct {
+	Name   string            `json:"name"`
+	State  string            `json:"state"`
+	Image  string            `json:"image,omitempty"`
+	Rootfs string            `json:"rootfs,omitempty"`
+	Labels map[string]string `json:"labels,omitempty"`
+	// Created and LastExec (zero: none yet) are wall-clock times.
+	Created  time.Time `json:"created"`
+	LastExec time.Time `json:"last_exec,omitempty"`
+	// CPUMs and PeakMemoryBytes are the sandbox's so far (its cgroup's),
+	// 0 when not known (a dead or stopped sandbox).
+	CPUMs           int64 `json:"cpu_ms"`
+	PeakMemoryBytes int64 `json:"peak_memory_bytes"`
+	// TTL and IdleTimeout as created (0: none).
+	TTLSeconds         float64 `json:"ttl_s,omitempty"`
+	IdleTimeoutSeconds float64 `json:"idle_timeout_s,omitempty"`
+}
+
+// DefaultStopGrace is how long Stop waits after SIGTERM before SIGKILL.
+const DefaultStopGrace = 10 * time.Second
