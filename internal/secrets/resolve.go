@@ -10,9 +10,11 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/jail-sandbox/jail/internal/privdir"
 	"golang.org/x/sys/unix"
 )
 
@@ -144,10 +146,19 @@ func readValue(name string, src Source, opts Options) (string, error) {
 }
 
 // openValueFile opens path for reading when it is a private file of uid
-// (see checkPrivateFile), without following a link at its end or
+// (see checkPrivateFile) in a directory that nobody but root and uid can
+// change, nor any directory above it (package privdir): otherwise whoever
+// could rename an entry on the way could point the path at another file
+// of uid's, whose content the sandbox would then get. The directory is
+// opened once and the file opened in it without following a link or
 // blocking on a FIFO.
 func openValueFile(path string, uid int) (*os.File, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	dir, err := privdir.Open(filepath.Dir(path), uid, unix.O_PATH)
+	if err != nil {
+		return nil, fmt.Errorf("%s: its directory: %w", path, err)
+	}
+	defer dir.Close()
+	fd, err := unix.Openat(int(dir.Fd()), filepath.Base(path), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err == unix.ELOOP {
 		return nil, fmt.Errorf("%s: a symbolic link (name the file itself)", path)
 	}

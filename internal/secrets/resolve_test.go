@@ -72,7 +72,7 @@ func TestResolveReadsEachSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
-		"FROM_FILE=" + theValue,        // one trailing newline removed
+		"FROM_FILE=" + theValue,         // one trailing newline removed
 		"FROM_ENV=" + theValue + "-env", //
 		"FROM_CMD=" + theValue + "\n",   // only one of two
 		"OVERRIDDEN=over",               // JAIL_SECRET_ first
@@ -124,6 +124,13 @@ func TestResolveRefusalsNameTheCauseNeverTheValue(t *testing.T) {
 			must(t, os.Symlink(file, link))
 			return Source{File: link}
 		}, "a symbolic link", 0},
+		{"file in a directory others can change", func(t *testing.T, dir, file string) Source {
+			open := filepath.Join(dir, "open")
+			must(t, os.Mkdir(open, 0o700))
+			must(t, os.Chmod(open, 0o777))
+			must(t, os.WriteFile(filepath.Join(open, "value"), []byte(theValue), 0o600))
+			return Source{File: filepath.Join(open, "value")}
+		}, "writable by group or others", 0},
 		{"file replaced by a FIFO (not waited on)", func(t *testing.T, dir, file string) Source {
 			fifo := filepath.Join(dir, "fifo")
 			must(t, syscall.Mkfifo(fifo, 0o600))

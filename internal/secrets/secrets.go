@@ -18,9 +18,12 @@
 //     replaced whole (a fresh file renamed over it) under an exclusive lock
 //     on its directory, so concurrent adds and removes lose nothing.
 //   - A --from-file file is read through one descriptor opened without
-//     following a link or blocking, and only when it is a regular file
-//     owned by the caller that its group and others cannot read or write,
-//     of at most MaxValueSize bytes.
+//     following a link or blocking, in its directory opened once, and
+//     only when it is a regular file owned by the caller that its group
+//     and others cannot read or write, of at most MaxValueSize bytes, in a
+//     directory that nobody but root and the caller can change, nor any
+//     directory above it (else another user could point the path at
+//     another of the caller's files).
 //   - Names are environment variable names (ValidName): a value is
 //     injected as the variable of its name.
 package secrets
