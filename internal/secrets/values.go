@@ -122,6 +122,7 @@ type redactState struct {
 }
 
 type pattern struct {
+	name        string
 	value       []byte
 	placeholder []byte
 }
@@ -136,14 +137,14 @@ func NewRedactor(w io.Writer, v Values) *Redactor {
 		if *e.value == "" {
 			continue
 		}
-		s.patterns = append(s.patterns, &pattern{[]byte(*e.value), []byte("[secret:" + e.name + "]")})
+		s.patterns = append(s.patterns, &pattern{e.name, []byte(*e.value), []byte("[secret:" + e.name + "]")})
 		s.starts[(*e.value)[0]] = true
 	}
 	slices.SortStableFunc(s.patterns, func(a, b *pattern) int {
 		if len(a.value) != len(b.value) {
 			return len(b.value) - len(a.value)
 		}
-		return bytes.Compare(a.placeholder, b.placeholder)
+		return strings.Compare(a.name, b.name)
 	})
 	return &Redactor{w: w, s: s}
 }

@@ -95,6 +95,7 @@ func TestRedactorReplacesEveryOccurrence(t *testing.T) {
 		{"longest first where they overlap", []string{"SHORT", "abc", "LONG", "abcdef"}, "abcdef abc abcde", "[secret:LONG] [secret:SHORT] [secret:SHORT]de"},
 		{"leftmost first", []string{"A", "abcd", "B", "cdef"}, "abcdef", "[secret:A]ef"},
 		{"same value, first name", []string{"Z", "same", "A", "same"}, "same", "[secret:A]"},
+		{"same value, first name when one is a prefix", []string{"AB", "same", "A", "same"}, "same", "[secret:A]"},
 		{"self-overlapping value", []string{"T", "aaa"}, "aaaaaaa", "[secret:T][secret:T]a"},
 		{"prefix held then dropped", []string{"T", "secret"}, "secre", "secre"},
 		{"no values", nil, "plain", "plain"},
