@@ -30,6 +30,7 @@ const usage = `usage: jail COMMAND [OPTIONS]
   profile ls | show NAME | export NAME --bpf FILE   the named policies
   image import PATH [--name NAME[:TAG]] | pull REF | ls [--json] | rm REF | prune
         (import, pull: --max-size SIZE per image, 32G; --max-layer-size SIZE, 16G)
+  secret add NAME --from-file PATH | --from-env VAR | --from-command CMD | ls [--json] | rm NAME
   serve [--socket PATH] [--pool N]          the HTTP API on a unix socket
   version                                   print the version
 
@@ -50,6 +51,8 @@ func dispatch(args []string) int {
 		return profileCommand(args[1:])
 	case "image":
 		return imageCommand(args[1:])
+	case "secret":
+		return secretCommand(args[1:])
 	case "version", "--version":
 		fmt.Printf("jail %s\n", jail.Version)
 		return 0
