@@ -122,9 +122,12 @@ func openHostSource(path, callerHome string, jailDirs []string) (*hostSource, er
 // caller's home.
 func jailStateDirs(store string, users *privdir.Passwd) []string {
 	paths := resolver{}
-	dirs := append([]string{"/run/jail", "/var/lib/jail", "/var/cache/jail", "/etc/jail",
-		seccomp.CacheDir(users), store, os.Getenv("JAIL_IMAGE_STORE")}, programs.Dirs(users)...)
-	for _, env := range []string{"XDG_RUNTIME_DIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME"} {
+	dirs := append([]string{"/run/jail", "/var/lib/jail", "/var/cache/jail", "/etc/jail", "/var/log/jail",
+		seccomp.CacheDir(users), store, os.Getenv("JAIL_IMAGE_STORE"), os.Getenv("JAIL_STATE_DIR")}, programs.Dirs(users)...)
+	if audit := os.Getenv("JAIL_AUDIT_LOG"); filepath.IsAbs(audit) {
+		dirs = append(dirs, filepath.Dir(audit))
+	}
+	for _, env := range []string{"XDG_RUNTIME_DIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"} {
 		if d := os.Getenv(env); filepath.IsAbs(d) {
 			dirs = append(dirs, filepath.Join(d, "jail"))
 		}
@@ -135,7 +138,7 @@ func jailStateDirs(store string, users *privdir.Passwd) []string {
 	}
 	for _, h := range homes {
 		if filepath.IsAbs(h) && filepath.Clean(h) != "/" {
-			dirs = append(dirs, filepath.Join(h, ".cache", "jail"), filepath.Join(h, ".config", "jail"), filepath.Join(h, ".local", "share", "jail"))
+			dirs = append(dirs, filepath.Join(h, ".cache", "jail"), filepath.Join(h, ".config", "jail"), filepath.Join(h, ".local", "share", "jail"), filepath.Join(h, ".local", "state", "jail"))
 			// The credential stores of a home reached through a symlink
 			// (/home -> var/home), where the policy, which compares the
 			// home as $HOME names it, would not see them.

@@ -13,9 +13,11 @@ import (
 
 	"github.com/jail-sandbox/jail/cgroups"
 	"github.com/jail-sandbox/jail/images"
+	"github.com/jail-sandbox/jail/internal/audit"
 	"github.com/jail-sandbox/jail/internal/config"
 	"github.com/jail-sandbox/jail/internal/privdir"
 	"github.com/jail-sandbox/jail/internal/programs"
+	"github.com/jail-sandbox/jail/internal/sandboxdir"
 	"github.com/jail-sandbox/jail/internal/supervisor"
 	"github.com/jail-sandbox/jail/namespaces"
 	"github.com/jail-sandbox/jail/profiles"
@@ -504,7 +506,14 @@ func stateMasks() []string {
 	if os.Geteuid() == 0 {
 		dirs = append(dirs, "/var/cache/jail", "/etc/jail")
 	}
-	for _, d := range []string{ImageStore().Root, os.Getenv("JAIL_IMAGE_STORE")} {
+	// The persistent sandboxes' state (their control sockets) and the
+	// audit log: wherever this environment puts them.
+	state, _ := sandboxdir.Root(os.Geteuid(), os.Getenv)
+	auditDir := ""
+	if path := audit.DefaultPath(os.Geteuid(), os.Getenv); path != "" {
+		auditDir = filepath.Dir(path)
+	}
+	for _, d := range []string{ImageStore().Root, os.Getenv("JAIL_IMAGE_STORE"), state, auditDir} {
 		if d = filepath.Clean(d); filepath.IsAbs(d) && d != "/" && d != "/var/lib/jail" && !slices.Contains(dirs, d) {
 			dirs = append(dirs, d)
 		}

@@ -265,6 +265,9 @@ func cutArgs(args []string, room int) []string {
 // reads the environment; a relative path in it is ignored, as the XDG
 // base directory specification says). Empty when neither is set.
 func DefaultPath(uid int, getenv func(string) string) string {
+	if path := getenv("JAIL_AUDIT_LOG"); path != "" {
+		return path
+	}
 	if uid == 0 {
 		return rootPath
 	}

@@ -57,16 +57,22 @@ func ValidName(name string) error {
 	return nil
 }
 
-// Root is where the state directory of the user uid is: /run/jail for
-// root, $XDG_RUNTIME_DIR/jail for anyone else (getenv reads the
-// environment).
+// Root is where the state directory of the user uid is: $JAIL_STATE_DIR
+// when set (an absolute path), else /run/jail for root and
+// $XDG_RUNTIME_DIR/jail for anyone else (getenv reads the environment).
 func Root(uid int, getenv func(string) string) (string, error) {
+	if dir := getenv("JAIL_STATE_DIR"); dir != "" {
+		if !filepath.IsAbs(dir) {
+			return "", errors.New("state directory: JAIL_STATE_DIR must be an absolute path")
+		}
+		return filepath.Clean(dir), nil
+	}
 	if uid == 0 {
 		return "/run/jail", nil
 	}
 	dir := getenv("XDG_RUNTIME_DIR")
 	if dir == "" || !filepath.IsAbs(dir) {
-		return "", errors.New("state directory: XDG_RUNTIME_DIR is not set to an absolute path")
+		return "", errors.New("state directory: set XDG_RUNTIME_DIR (or JAIL_STATE_DIR) to an absolute path")
 	}
 	return filepath.Join(dir, "jail"), nil
 }

@@ -119,13 +119,69 @@ static int send_one(int sock, const char *kind, int fd, int flags)
 	return n < 0 ? -1 : 0;
 }
 
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77
+#endif
+
+/* pidfd_pid is the pid a pidfd names now, from its fdinfo: -1 once that
+ * process has ended, 0 when it cannot be told. */
+static long pidfd_pid(int pidfd)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", pidfd);
+	FILE *f = fopen(path, "re");
+	if (f == NULL)
+		return 0;
+	char line[256];
+	long pid = 0;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		if (strncmp(line, "Pid:", 4) == 0) {
+			pid = strtol(line + 4, NULL, 10);
+			break;
+		}
+	}
+	fclose(f);
+	return pid;
+}
+
+/*
+ * trusted_peer: the client runs as this process's user and in its user
+ * namespace. The uid alone would not do: a rootless sandbox's root is the
+ * user's own uid as the host sees it (SO_PEERCRED translates), and a
+ * sandbox that could reach the socket (a state directory placed where a
+ * sandbox sees it) would pass. A process in a sandbox is always in a
+ * user namespace below this one. The namespace is read through /proc/PID
+ * of the peer's pid; where the kernel gives the peer's pidfd
+ * (SO_PEERPIDFD, Linux 6.5), the pid is checked to still be that process
+ * after the read, so that a pid reused meanwhile cannot stand in for it.
+ */
+static bool trusted_peer(int client)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	if (getsockopt(client, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || len != sizeof(cred) || cred.uid != geteuid() ||
+	    cred.pid <= 0)
+		return false;
+	struct stat own, peer;
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)cred.pid);
+	if (stat("/proc/self/ns/user", &own) != 0 || stat(path, &peer) != 0 || own.st_dev != peer.st_dev ||
+	    own.st_ino != peer.st_ino)
+		return false;
+	int pidfd = -1;
+	len = sizeof(pidfd);
+	if (getsockopt(client, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) != 0 || pidfd < 0)
+		return errno == ENOPROTOOPT; /* an older kernel: the pid is all there is */
+	long now = pidfd_pid(pidfd);
+	close(pidfd);
+	return now == cred.pid;
+}
+
 /* serve_client attaches one connected client; it returns -1 when the
  * init's connection failed (the init is gone). */
 static int serve_client(int client)
 {
-	struct ucred cred;
-	socklen_t len = sizeof(cred);
-	if (getsockopt(client, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || len != sizeof(cred) || cred.uid != geteuid()) {
+	if (!trusted_peer(client)) {
 		close(client);
 		return 0;
 	}
