@@ -10,7 +10,9 @@ package api
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
+	"unicode"
 )
 
 // Paths of the endpoints.
@@ -68,7 +70,8 @@ type RunOptions struct {
 	Workdir   string            `json:"workdir,omitempty"`
 	Hostname  string            `json:"hostname,omitempty"`
 	ReadOnly  bool              `json:"read_only,omitempty"`
-	// OutputLimit is, for a sandbox, the default of its execs'.
+	// OutputLimit bounds what a run keeps of each stream. An exec in a
+	// sandbox has its own (ExecRequest.OutputLimit).
 	OutputLimit Size `json:"output_limit,omitempty"`
 }
 
@@ -90,7 +93,8 @@ type CreateRequest struct {
 	// Name is the sandbox's (see CheckName).
 	Name string `json:"name"`
 	RunOptions
-	// Labels are free-form K=V pairs, shown and filtered on by the list.
+	// Labels are free-form K=V pairs, shown and filtered on by the list
+	// (see CheckLabels).
 	Labels map[string]string `json:"labels,omitempty"`
 	// Reuse returns an existing sandbox of that name made from the same
 	// options (200 rather than 201), and replaces one made from others.
@@ -173,11 +177,7 @@ func CheckName(name string) error {
 		ok = alnum || (i > 0 && (c == '_' || c == '.' || c == '-'))
 	}
 	if !ok {
-		shown := name
-		if len(shown) > MaxNameLen+1 {
-			shown = shown[:MaxNameLen+1] + "..."
-		}
-		return fmt.Errorf("sandbox name %q: must be a letter or digit, then at most %d letters, digits, '_', '.' or '-'", shown, MaxNameLen-1)
+		return fmt.Errorf("sandbox name %q: must be a letter or digit, then at most %d letters, digits, '_', '.' or '-'", short(name), MaxNameLen-1)
 	}
 	return nil
 }
@@ -245,4 +245,40 @@ type Health struct {
 	Version string `json:"version"`
 	// Ready counts the sandboxes built ahead of need, waiting for a run.
 	Ready int `json:"ready"`
+}
+
+// Bounds on labels: they are shown by `jail ls` and written into the audit
+// log with every command, so a few short lines' worth.
+const (
+	MaxLabels        = 64
+	MaxLabelKeyLen   = 128
+	MaxLabelValueLen = 1024
+)
+
+// CheckLabels refuses labels that a K=V filter could not name (an empty key,
+// or one holding '='), that hold control characters (they are printed on
+// terminals), or beyond the bounds above.
+func CheckLabels(labels map[string]string) error {
+	if len(labels) > MaxLabels {
+		return fmt.Errorf("labels: %d: at most %d", len(labels), MaxLabels)
+	}
+	for k, v := range labels {
+		switch {
+		case k == "" || len(k) > MaxLabelKeyLen || strings.ContainsRune(k, '='):
+			return fmt.Errorf("labels: %q: a key is 1 to %d bytes with no '='", short(k), MaxLabelKeyLen)
+		case len(v) > MaxLabelValueLen:
+			return fmt.Errorf("labels: %s: a value is at most %d bytes", short(k), MaxLabelValueLen)
+		case strings.ContainsFunc(k+v, unicode.IsControl):
+			return fmt.Errorf("labels: %q: control characters", short(k))
+		}
+	}
+	return nil
+}
+
+// short shortens what a client gave, quoted in an error.
+func short(s string) string {
+	if len(s) > 64 {
+		return s[:61] + "..."
+	}
+	return s
 }

@@ -131,3 +131,37 @@ func TestCheckName(t *testing.T) {
 		t.Errorf("a long bad name's error is %d bytes, want it short", len(err.Error()))
 	}
 }
+
+// TestCheckLabels: labels a K=V filter can name, with no control
+// character, within bounds.
+func TestCheckLabels(t *testing.T) {
+	many := map[string]string{}
+	for i := range MaxLabels + 1 {
+		many[strings.Repeat("k", i+1)] = "v"
+	}
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		ok     bool
+	}{
+		{"none", nil, true},
+		{"ordinary", map[string]string{"team": "a", "run.id": "42", "empty": ""}, true},
+		{"value with =", map[string]string{"k": "a=b"}, true},
+		{"unicode", map[string]string{"équipe": "été"}, true},
+		{"the longest", map[string]string{strings.Repeat("k", MaxLabelKeyLen): strings.Repeat("v", MaxLabelValueLen)}, true},
+		{"empty key", map[string]string{"": "v"}, false},
+		{"key with =", map[string]string{"a=b": "v"}, false},
+		{"key too long", map[string]string{strings.Repeat("k", MaxLabelKeyLen+1): "v"}, false},
+		{"value too long", map[string]string{"k": strings.Repeat("v", MaxLabelValueLen+1)}, false},
+		{"escape in a value", map[string]string{"k": "\x1b[31m"}, false},
+		{"newline in a key", map[string]string{"a\nb": "v"}, false},
+		{"NUL in a value", map[string]string{"k": "a\x00"}, false},
+		{"DEL", map[string]string{"k": "\x7f"}, false},
+		{"C1 control", map[string]string{"k": "\u009b"}, false},
+		{"too many", many, false},
+	} {
+		if err := CheckLabels(c.labels); (err == nil) != c.ok {
+			t.Errorf("%s: %v, want ok %v", c.name, err, c.ok)
+		}
+	}
+}

@@ -189,10 +189,8 @@ func specOfCreate(req *api.CreateRequest) (jail.Spec, error) {
 	if spec.IdleTimeout, err = seconds("idle_timeout_s", req.IdleTimeoutS); err != nil {
 		return spec, err
 	}
-	for k := range req.Labels {
-		if err := checkLabelKey(k); err != nil {
-			return spec, err
-		}
+	if err := api.CheckLabels(req.Labels); err != nil {
+		return spec, err
 	}
 	spec.Labels = req.Labels
 	switch req.Pull {
@@ -205,14 +203,6 @@ func specOfCreate(req *api.CreateRequest) (jail.Spec, error) {
 	return spec, nil
 }
 
-// checkLabelKey refuses a label key that a K=V filter could not name.
-func checkLabelKey(k string) error {
-	if k == "" || strings.ContainsRune(k, '=') {
-		return fmt.Errorf("labels: %q: a label's key is not empty and holds no '='", truncate(k))
-	}
-	return nil
-}
-
 // listSandboxes answers GET /v1/sandboxes[?label=K=V...]: the user's
 // sandboxes that carry every label given, by name.
 func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
@@ -221,10 +211,6 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("jail: label: %q: must be K=V", truncate(kv)))
-			return
-		}
-		if err := checkLabelKey(k); err != nil {
-			writeError(w, http.StatusBadRequest, "jail: "+err.Error())
 			return
 		}
 		if old, dup := filter[k]; dup && old != v {
@@ -236,6 +222,10 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 			filter = map[string]string{}
 		}
 		filter[k] = v
+	}
+	if err := api.CheckLabels(filter); err != nil {
+		writeError(w, http.StatusBadRequest, "jail: "+err.Error())
+		return
 	}
 	m := s.manager(w)
 	if m == nil {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -23,6 +24,11 @@ func TestSandboxRequestsRefusedBeforeTheManager(t *testing.T) {
 	s.sandboxes, s.sandboxesErr = nil, errors.New("the Manager was asked")
 
 	long := strings.Repeat("a", 64)
+	var labels []string
+	for i := range 65 {
+		labels = append(labels, fmt.Sprintf(`"k%d":"v"`, i))
+	}
+	manyLabels := strings.Join(labels, ",")
 	huge := `{"name":"a","env":{"A":"` + strings.Repeat("x", maxRequestBytes) + `"}}`
 	for _, c := range []struct {
 		name, method, path, body string
@@ -50,6 +56,11 @@ func TestSandboxRequestsRefusedBeforeTheManager(t *testing.T) {
 		{"create: endless timeout", "POST", "/v1/sandboxes", `{"name":"a","timeout_s":1e300}`, 400},
 		{"create: label key with =", "POST", "/v1/sandboxes", `{"name":"a","labels":{"a=b":"c"}}`, 400},
 		{"create: empty label key", "POST", "/v1/sandboxes", `{"name":"a","labels":{"":"c"}}`, 400},
+		{"create: too many labels", "POST", "/v1/sandboxes", `{"name":"a","labels":{` + manyLabels + `}}`, 400},
+		{"create: label key too long", "POST", "/v1/sandboxes", `{"name":"a","labels":{"` + strings.Repeat("k", 129) + `":"v"}}`, 400},
+		{"create: label value too long", "POST", "/v1/sandboxes", `{"name":"a","labels":{"k":"` + strings.Repeat("v", 1025) + `"}}`, 400},
+		{"create: label value with a terminal escape", "POST", "/v1/sandboxes", `{"name":"a","labels":{"k":"\u001b]0;x\u0007"}}`, 400},
+		{"create: label key with a newline", "POST", "/v1/sandboxes", `{"name":"a","labels":{"a\nb":"v"}}`, 400},
 		{"create: labels not strings", "POST", "/v1/sandboxes", `{"name":"a","labels":{"a":1}}`, 400},
 		{"create: env key with =", "POST", "/v1/sandboxes", `{"name":"a","env":{"A=B":"c"}}`, 400},
 		{"create: output kept beyond the server's bound", "POST", "/v1/sandboxes", `{"name":"a","output_limit":"64G"}`, 400},
@@ -62,6 +73,7 @@ func TestSandboxRequestsRefusedBeforeTheManager(t *testing.T) {
 		{"list: label without =", "GET", "/v1/sandboxes?label=a", "", 400},
 		{"list: label without key", "GET", "/v1/sandboxes?label==v", "", 400},
 		{"list: one key, two values", "GET", "/v1/sandboxes?label=a=1&label=a=2", "", 400},
+		{"list: label with a control character", "GET", "/v1/sandboxes?label=a=%1b", "", 400},
 		{"list: wrong method", "PUT", "/v1/sandboxes", "", 405},
 		{"list: delete them all", "DELETE", "/v1/sandboxes", "", 405},
 		// Paths.
