@@ -42,6 +42,8 @@ func Init() {
 			what = os.Args[1]
 		}
 		probe.Main(what)
+	case holderArg:
+		holderMain()
 	case namespaces.HolderArg:
 		// Owns a user namespace for id-mapped mounts until killed.
 		for {
@@ -71,7 +73,7 @@ func role() string {
 		return ""
 	}
 	switch os.Args[0] {
-	case forker.Arg, janitor.Arg, probe.Arg, namespaces.HolderArg:
+	case forker.Arg, janitor.Arg, probe.Arg, namespaces.HolderArg, holderArg:
 		return os.Args[0]
 	}
 	return ""

@@ -4,11 +4,26 @@ package jail
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
 	"time"
-)
 
-var errNotYet = errors.New("persistent sandboxes: not implemented yet")
+	"golang.org/x/sys/unix"
+
+	"github.com/jail-sandbox/jail/cgroups"
+	"github.com/jail-sandbox/jail/internal/config"
+	"github.com/jail-sandbox/jail/internal/sandboxdir"
+	"github.com/jail-sandbox/jail/internal/supervisor"
+)
 
 // ManagerOptions configure a Manager; the zero value is the user's own
 // state directory, audit log and secrets.
@@ -25,41 +40,530 @@ type ManagerOptions struct {
 }
 
 // Manager makes, finds and removes the persistent sandboxes of this
-// process's user. Its methods may be called from several goroutines.
+// process's user (docs/persistent.md). It keeps one connection to each
+// sandbox it has run a command in, so that the next costs no connection;
+// Close lets them go. Its methods may be called from several goroutines.
 type Manager struct {
-	opts ManagerOptions
+	opts  ManagerOptions
+	store *sandboxdir.Store
+
+	mu    sync.Mutex
+	conns map[string]*sandboxConn
+}
+
+// sandboxConn is what a Manager keeps of a running sandbox: its directory,
+// a connection to its init, and what each exec starts from.
+type sandboxConn struct {
+	sb      *sandboxdir.Sandbox
+	client  *supervisor.Client
+	process config.Process
+	cgroup  []string
+	stored  storedSpec
+}
+
+func (c *sandboxConn) close() {
+	c.client.Close()
+	c.sb.Close()
 }
 
 // NewManager opens the state directory (making it if needed).
 func NewManager(opts ManagerOptions) (*Manager, error) {
-	return &Manager{opts: opts}, nil
+	if err := startedWithoutInit(); err != nil {
+		return nil, err
+	}
+	root := opts.StateDir
+	if root == "" {
+		var err error
+		if root, err = sandboxdir.Root(os.Geteuid(), os.Getenv); err != nil {
+			return nil, &SetupError{Step: "state directory", Err: err}
+		}
+	}
+	store, err := sandboxdir.Open(root)
+	if err != nil {
+		return nil, &SetupError{Step: "state directory", Err: err}
+	}
+	return &Manager{opts: opts, store: store, conns: map[string]*sandboxConn{}}, nil
 }
 
 // Close lets go of the connections the Manager keeps; the sandboxes live
 // on.
-func (m *Manager) Close() error { return nil }
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	conns := m.conns
+	m.conns = map[string]*sandboxConn{}
+	m.mu.Unlock()
+	for _, c := range conns {
+		c.close()
+	}
+	return m.store.Close()
+}
+
+// storedSpec is a sandbox's spec.json: the RUN OPTIONS it was made from
+// (secrets by name only), its labels and times.
+type storedSpec struct {
+	Options     runOptions        `json:"options"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	TTL         time.Duration     `json:"ttl,omitempty"`
+	IdleTimeout time.Duration     `json:"idle_timeout,omitempty"`
+	Created     time.Time         `json:"created"`
+}
+
+// runOptions are the parts of a Spec that make a sandbox what it is: a
+// sandbox made from other ones is another sandbox (Reuse).
+type runOptions struct {
+	Image     string        `json:"image,omitempty"`
+	Rootfs    string        `json:"rootfs,omitempty"`
+	Profile   string        `json:"profile,omitempty"`
+	Memory    int64         `json:"memory,omitempty"`
+	CPUs      float64       `json:"cpus,omitempty"`
+	Pids      int           `json:"pids,omitempty"`
+	Timeout   time.Duration `json:"timeout,omitempty"`
+	Net       string        `json:"net,omitempty"`
+	Workspace string        `json:"workspace,omitempty"`
+	Mounts    []Mount       `json:"mounts,omitempty"`
+	Env       []string      `json:"env,omitempty"`
+	Secrets   []string      `json:"secrets,omitempty"`
+	User      string        `json:"user,omitempty"`
+	Workdir   string        `json:"workdir,omitempty"`
+	Hostname  string        `json:"hostname,omitempty"`
+	ReadOnly  bool          `json:"read_only,omitempty"`
+}
+
+func storedOf(spec *Spec) storedSpec {
+	return storedSpec{
+		Options: runOptions{
+			Image: spec.Image, Rootfs: spec.Rootfs, Profile: spec.ProfileName(), Memory: spec.Memory,
+			CPUs: spec.CPUs, Pids: spec.Pids, Timeout: spec.Timeout, Net: spec.Net, Workspace: spec.Workspace,
+			Mounts: spec.Mounts, Env: spec.Env, Secrets: spec.Secrets, User: spec.User,
+			Workdir: spec.Workdir, Hostname: spec.Hostname, ReadOnly: spec.ReadOnly,
+		},
+		Labels: spec.Labels, TTL: spec.TTL, IdleTimeout: spec.IdleTimeout,
+	}
+}
+
+func (s storedSpec) spec() Spec {
+	o := s.Options
+	return Spec{
+		Image: o.Image, Rootfs: o.Rootfs, Profile: o.Profile, Memory: o.Memory, CPUs: o.CPUs, Pids: o.Pids,
+		Timeout: o.Timeout, Net: o.Net, Workspace: o.Workspace, Mounts: o.Mounts, Env: o.Env,
+		Secrets: o.Secrets, User: o.User, Workdir: o.Workdir, Hostname: o.Hostname, ReadOnly: o.ReadOnly,
+		Labels: s.Labels, TTL: s.TTL, IdleTimeout: s.IdleTimeout,
+	}
+}
+
+// sameSandbox reports whether a and b make the same sandbox: the same run
+// options (an empty list and none are the same), TTL and idle timeout.
+func sameSandbox(a, b storedSpec) bool {
+	norm := func(o runOptions) runOptions {
+		if len(o.Mounts) == 0 {
+			o.Mounts = nil
+		}
+		if len(o.Env) == 0 {
+			o.Env = nil
+		}
+		if len(o.Secrets) == 0 {
+			o.Secrets = nil
+		}
+		return o
+	}
+	return reflect.DeepEqual(norm(a.Options), norm(b.Options)) && a.TTL == b.TTL && a.IdleTimeout == b.IdleTimeout
+}
+
+// Bounds on a sandbox's labels.
+const (
+	maxLabels     = 64
+	maxLabelBytes = 1024
+)
+
+// checkSandboxSpec checks what Create takes beside the RUN OPTIONS.
+func checkSandboxSpec(spec *Spec) error {
+	if err := sandboxdir.ValidName(spec.Name); err != nil {
+		return invalid("name", "%q: a name is 1 to 63 of a-z A-Z 0-9 _ . -, starting with a letter or digit", truncate(spec.Name))
+	}
+	if spec.TTY {
+		return invalid("--tty", "a sandbox has no terminal of its own: give -t to exec")
+	}
+	if spec.TTL < 0 {
+		return invalid("--ttl", "%s: must be positive", spec.TTL)
+	}
+	if spec.IdleTimeout < 0 {
+		return invalid("--idle-timeout", "%s: must be positive", spec.IdleTimeout)
+	}
+	if len(spec.Labels) > maxLabels {
+		return invalid("--label", "more than %d labels", maxLabels)
+	}
+	for k, v := range spec.Labels {
+		if err := checkLabel(k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkLabel: a label's key is a variable-like name (dots and slashes
+// allowed, as in Kubernetes' keys), its value any printable text.
+func checkLabel(k, v string) error {
+	if k == "" || len(k)+len(v) > maxLabelBytes {
+		return invalid("--label "+truncate(k), "a label is K=V, K not empty, at most %d bytes", maxLabelBytes)
+	}
+	for _, c := range k {
+		if !(c == '_' || c == '.' || c == '/' || c == '-' || ('0' <= c && c <= '9') || ('A' <= c && c <= 'Z') || ('a' <= c && c <= 'z')) {
+			return invalid("--label "+truncate(k), "a label's key is letters, digits, _ . / -")
+		}
+	}
+	for _, c := range v {
+		if c < 0x20 || c == 0x7f {
+			return invalid("--label "+truncate(k), "a label's value holds a control character")
+		}
+	}
+	return nil
+}
 
 // Create makes the sandbox spec.Name from spec's RUN OPTIONS and returns
 // once it is ready for commands. spec.Command is not run. An existing
 // sandbox of that name is ErrExists, unless spec.Reuse: then it is
-// returned when it was made from the same resolved spec, and otherwise
-// removed and made anew.
+// returned when it was made from the same spec and still runs, and is
+// otherwise removed and made anew.
 func (m *Manager) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
-	return nil, errNotYet
+	spec.Command = nil
+	if err := checkSandboxSpec(&spec); err != nil {
+		return nil, err
+	}
+	// validate wants a command, which a sandbox gets with each exec.
+	probe := spec
+	probe.Command = []string{"true"}
+	if err := validate(&probe); err != nil {
+		var se *SetupError
+		if errors.As(err, &se) {
+			se.Refused = true
+		}
+		return nil, err
+	}
+	stored := storedOf(&spec)
+	for attempt := 0; ; attempt++ {
+		sb, err := m.store.Create(spec.Name)
+		if errors.Is(err, sandboxdir.ErrExists) {
+			if !spec.Reuse {
+				return nil, fmt.Errorf("sandbox %s: %w", spec.Name, ErrExists)
+			}
+			if attempt > 0 {
+				return nil, &SetupError{Step: "create " + spec.Name, Err: errors.New("made again by another process meanwhile")}
+			}
+			if s, ok := m.reusable(spec.Name, stored); ok {
+				return s, nil
+			}
+			if err := m.Remove(spec.Name, true); err != nil && !errors.Is(err, ErrNotFound) {
+				return nil, err
+			}
+			continue
+		}
+		if err != nil {
+			return nil, &SetupError{Step: "create " + spec.Name, Err: err}
+		}
+		s, err := m.boot(ctx, sb, stored)
+		sb.Close()
+		return s, err
+	}
+}
+
+// reusable returns the running sandbox name when it was made from stored.
+func (m *Manager) reusable(name string, stored storedSpec) (*Sandbox, bool) {
+	sb, err := m.store.Open(name)
+	if err != nil {
+		return nil, false
+	}
+	defer sb.Close()
+	old, err := readStored(sb)
+	if err != nil || !sameSandbox(old, stored) {
+		return nil, false
+	}
+	if live, err := sb.Live(); err != nil || !live {
+		return nil, false
+	}
+	return &Sandbox{m: m, name: name}, true
+}
+
+func readStored(sb *sandboxdir.Sandbox) (storedSpec, error) {
+	var s storedSpec
+	data, err := sb.ReadFile(sandboxdir.SpecFile)
+	if err != nil {
+		return s, err
+	}
+	if err := json.Unmarshal(data, &s); err != nil {
+		return s, fmt.Errorf("sandbox %s: spec: %w", sb.Name, err)
+	}
+	return s, nil
+}
+
+// boot writes the sandbox's spec into its new directory, starts its
+// holder and waits for its report.
+func (m *Manager) boot(ctx context.Context, sb *sandboxdir.Sandbox, stored storedSpec) (*Sandbox, error) {
+	name := sb.Name
+	stored.Created = time.Now().UTC()
+	undo := func(err error) (*Sandbox, error) {
+		_ = m.store.Remove(name)
+		return nil, err
+	}
+	data, err := json.Marshal(stored)
+	if err != nil {
+		return undo(err)
+	}
+	if err := sb.WriteFile(sandboxdir.SpecFile, data); err != nil {
+		return undo(&SetupError{Step: "create " + name, Err: err})
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return undo(&SetupError{Step: "create " + name, Err: err})
+	}
+	defer r.Close()
+	cmd := &exec.Cmd{
+		Path:       "/proc/self/exe",
+		Args:       []string{holderArg, name},
+		Env:        holderEnv(os.Environ()),
+		ExtraFiles: []*os.File{sb.Dir(), m.store.Dir(), w},
+		// Its own session: a terminal's ^C to the creator must not reach
+		// the sandbox, which outlives it.
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+	}
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
+		return undo(&SetupError{Step: "create " + name, Err: fmt.Errorf("start its holder: %w", err)})
+	}
+	// The holder becomes the monitor, a child of this process: reaped
+	// here whenever it ends, so that a long-lived creator (jail serve)
+	// keeps no zombies.
+	waited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(waited) }()
+	type outcome struct {
+		rep holderReport
+		err error
+	}
+	got := make(chan outcome, 1)
+	go func() {
+		var rep holderReport
+		line, err := io.ReadAll(io.LimitReader(r, 64<<10))
+		if err == nil {
+			if len(line) == 0 {
+				err = errors.New("its holder ended without a word")
+			} else {
+				err = json.Unmarshal(line, &rep)
+			}
+		}
+		got <- outcome{rep, err}
+	}()
+	select {
+	case o := <-got:
+		if o.err == nil {
+			o.err = o.rep.err()
+		}
+		if o.err != nil {
+			<-waited
+			var se *SetupError
+			var ee *ExecError
+			if !errors.As(o.err, &se) && !errors.As(o.err, &ee) {
+				o.err = &SetupError{Step: "create " + name, Err: o.err}
+			}
+			return undo(o.err)
+		}
+		return &Sandbox{m: m, name: name}, nil
+	case <-ctx.Done():
+		_ = cmd.Process.Kill()
+		<-waited
+		return undo(ctx.Err())
+	}
+}
+
+// holderEnv is the environment a holder gets: what resolving a spec reads
+// (where the image store, profiles and caches are), never a secret.
+func holderEnv(env []string) []string {
+	keep := map[string]bool{"HOME": true, "USER": true, "LOGNAME": true, "PATH": true, "TERM": true, "TMPDIR": true}
+	var out []string
+	for _, e := range env {
+		k, _, _ := strings.Cut(e, "=")
+		switch {
+		case strings.HasPrefix(k, "JAIL_SECRET_"):
+		case keep[k], strings.HasPrefix(k, "XDG_"), strings.HasPrefix(k, "JAIL_"):
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // Get returns the sandbox name, or ErrNotFound.
-func (m *Manager) Get(name string) (*Sandbox, error) { return nil, errNotYet }
+func (m *Manager) Get(name string) (*Sandbox, error) {
+	if err := sandboxdir.ValidName(name); err != nil {
+		return nil, invalid("name", "%q: not a sandbox name", truncate(name))
+	}
+	sb, err := m.store.Open(name)
+	if err != nil {
+		return nil, m.openError(name, err)
+	}
+	sb.Close()
+	return &Sandbox{m: m, name: name}, nil
+}
+
+func (m *Manager) openError(name string, err error) error {
+	if errors.Is(err, sandboxdir.ErrNotFound) {
+		return fmt.Errorf("sandbox %s: %w", name, ErrNotFound)
+	}
+	return &SetupError{Step: "sandbox " + name, Err: err}
+}
 
 // List describes the user's sandboxes whose labels include every K=V of
 // labels (nil: all), by name.
 func (m *Manager) List(labels map[string]string) ([]SandboxInfo, error) {
-	return nil, errNotYet
+	names, err := m.store.List()
+	if err != nil {
+		return nil, &SetupError{Step: "state directory", Err: err}
+	}
+	sort.Strings(names)
+	out := []SandboxInfo{}
+	for _, name := range names {
+		info, err := (&Sandbox{m: m, name: name}).Info()
+		if err != nil {
+			continue // removed meanwhile
+		}
+		if hasLabels(info.Labels, labels) {
+			out = append(out, info)
+		}
+	}
+	return out, nil
 }
 
-// Remove removes the sandbox name: a running or stopped one only with
-// force (its processes are killed), a dead one always.
-func (m *Manager) Remove(name string, force bool) error { return errNotYet }
+func hasLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		if hv, ok := have[k]; !ok || hv != v {
+			return false
+		}
+	}
+	return true
+}
+
+// Remove removes the sandbox name: a running one only with force (its
+// processes are killed), a stopped or dead one always.
+func (m *Manager) Remove(name string, force bool) error {
+	if err := sandboxdir.ValidName(name); err != nil {
+		return invalid("name", "%q: not a sandbox name", truncate(name))
+	}
+	m.forget(name)
+	sb, err := m.store.Open(name)
+	if err != nil {
+		return m.openError(name, err)
+	}
+	defer sb.Close()
+	if live, _ := sb.Live(); live {
+		c, err := supervisor.Dial(sb.Dir())
+		if err == nil {
+			defer c.Close()
+			st, err := c.Status(context.Background())
+			if err == nil && !st.Stopped && !force {
+				return &SetupError{Step: "rm " + name, Err: errors.New("the sandbox is running: stop it first, or force its removal (-f)"), Refused: true}
+			}
+			// The init kills everything and ends; its monitor then
+			// removes the directory and ends.
+			_ = c.End()
+			<-c.Gone()
+		}
+		if err := waitDead(sb, 10*time.Second); err != nil {
+			return &SetupError{Step: "rm " + name, Err: err}
+		}
+	}
+	if err := m.store.Remove(name); err != nil && !errors.Is(err, sandboxdir.ErrNotFound) {
+		return &SetupError{Step: "rm " + name, Err: err}
+	}
+	return nil
+}
+
+// waitDead waits until the sandbox's monitor has let go of its lock.
+func waitDead(sb *sandboxdir.Sandbox, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		live, err := sb.Live()
+		if err != nil || !live {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.New("its monitor did not end")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// forget drops the kept connection to name.
+func (m *Manager) forget(name string) {
+	m.mu.Lock()
+	c := m.conns[name]
+	delete(m.conns, name)
+	m.mu.Unlock()
+	if c != nil {
+		c.close()
+	}
+}
+
+// conn returns a connection to the running sandbox name, kept for the
+// next call.
+func (m *Manager) conn(name string) (*sandboxConn, error) {
+	m.mu.Lock()
+	c := m.conns[name]
+	m.mu.Unlock()
+	if c != nil {
+		select {
+		case <-c.client.Gone():
+			m.forget(name)
+		default:
+			return c, nil
+		}
+	}
+	sb, err := m.store.Open(name)
+	if err != nil {
+		return nil, m.openError(name, err)
+	}
+	c, err = dialSandbox(sb)
+	if err != nil {
+		sb.Close()
+		return nil, err
+	}
+	m.mu.Lock()
+	if other := m.conns[name]; other != nil {
+		m.mu.Unlock()
+		c.close()
+		return other, nil
+	}
+	m.conns[name] = c
+	m.mu.Unlock()
+	return c, nil
+}
+
+func dialSandbox(sb *sandboxdir.Sandbox) (*sandboxConn, error) {
+	stored, err := readStored(sb)
+	if err != nil {
+		return nil, &SetupError{Step: "sandbox " + sb.Name, Err: err}
+	}
+	client, err := supervisor.Dial(sb.Dir())
+	if err != nil {
+		if errors.Is(err, supervisor.ErrSandboxGone) {
+			return nil, &SetupError{Step: "sandbox " + sb.Name, Err: errors.New("its monitor is gone (the sandbox is dead): remove it with jail rm")}
+		}
+		return nil, &SetupError{Step: "sandbox " + sb.Name, Err: err}
+	}
+	c := &sandboxConn{sb: sb, client: client, stored: stored}
+	fail := func(err error) (*sandboxConn, error) {
+		client.Close()
+		return nil, &SetupError{Step: "sandbox " + sb.Name, Err: err}
+	}
+	data, err := sb.ReadFile(processFile)
+	if err == nil {
+		err = json.Unmarshal(data, &c.process)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	if data, err := sb.ReadFile(cgroupFile); err == nil {
+		_ = json.Unmarshal(data, &c.cgroup)
+	}
+	return c, nil
+}
 
 // Sandbox is a handle on one persistent sandbox.
 type Sandbox struct {
@@ -70,14 +574,6 @@ type Sandbox struct {
 // Name is the sandbox's name.
 func (s *Sandbox) Name() string { return s.name }
 
-// Exec runs p in the sandbox (starting a stopped one first) and returns
-// how it ended, as Run does: a *SetupError when it could not be started
-// (exit status 125), an *ExecError when its program could not be executed
-// (126, 127), and otherwise the Result, whatever its exit status.
-func (s *Sandbox) Exec(ctx context.Context, p Process) (Result, error) {
-	return Result{ExitCode: ExitSetup}, errNotYet
-}
-
 // Shell runs script with /bin/sh -c in the sandbox: Exec of
 // {"/bin/sh", "-c", script} with p's other fields.
 func (s *Sandbox) Shell(ctx context.Context, script string, p Process) (Result, error) {
@@ -86,18 +582,296 @@ func (s *Sandbox) Shell(ctx context.Context, script string, p Process) (Result, 
 }
 
 // Start brings a stopped sandbox back; a running one is left as it is.
-func (s *Sandbox) Start(ctx context.Context) error { return errNotYet }
+func (s *Sandbox) Start(ctx context.Context) error {
+	c, err := s.m.conn(s.name)
+	if err != nil {
+		return err
+	}
+	if err := c.client.SignalAll(0, false); err != nil {
+		return s.gone(err)
+	}
+	return nil
+}
+
+func (s *Sandbox) gone(err error) error {
+	s.m.forget(s.name)
+	return &SetupError{Step: "sandbox " + s.name, Err: err}
+}
 
 // Stop sends SIGTERM to every process in the sandbox and SIGKILL to what
-// is left after grace (0: DefaultStopGrace), keeping its files.
-func (s *Sandbox) Stop(ctx context.Context, grace time.Duration) error { return errNotYet }
+// is left after grace (0: DefaultStopGrace), keeping its files: its init
+// stays, holding the sandbox's namespaces, its writable layer and /tmp.
+func (s *Sandbox) Stop(ctx context.Context, grace time.Duration) error {
+	if grace <= 0 {
+		grace = DefaultStopGrace
+	}
+	c, err := s.m.conn(s.name)
+	if err != nil {
+		return err
+	}
+	if err := c.client.SignalAll(unix.SIGTERM, true); err != nil {
+		return s.gone(err)
+	}
+	gctx, cancel := context.WithTimeout(ctx, grace)
+	defer cancel()
+	if s.waitEmpty(gctx, c) == nil {
+		return nil
+	}
+	return s.kill(ctx, c)
+}
 
 // Kill sends SIGKILL to every process in the sandbox, keeping its files.
-func (s *Sandbox) Kill() error { return errNotYet }
+func (s *Sandbox) Kill() error {
+	c, err := s.m.conn(s.name)
+	if err != nil {
+		return err
+	}
+	return s.kill(context.Background(), c)
+}
+
+func (s *Sandbox) kill(ctx context.Context, c *sandboxConn) error {
+	if err := c.client.SignalAll(unix.SIGKILL, true); err != nil {
+		return s.gone(err)
+	}
+	kctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := s.waitEmpty(kctx, c); err != nil {
+		return &SetupError{Step: "kill " + s.name, Err: err}
+	}
+	return nil
+}
+
+// waitEmpty waits until nothing but the init runs in the sandbox.
+func (s *Sandbox) waitEmpty(ctx context.Context, c *sandboxConn) error {
+	for {
+		st, err := c.client.Status(ctx)
+		if err != nil {
+			return err
+		}
+		if !st.Others {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
 
 // Logs returns the combined output of the sandbox's commands, its last
 // tail lines (0: all that is kept).
-func (s *Sandbox) Logs(tail int) ([]byte, error) { return nil, errNotYet }
+func (s *Sandbox) Logs(tail int) ([]byte, error) {
+	return nil, &SetupError{Step: "logs", Err: errors.New("not implemented yet")}
+}
 
 // Info describes the sandbox.
-func (s *Sandbox) Info() (SandboxInfo, error) { return SandboxInfo{}, errNotYet }
+func (s *Sandbox) Info() (SandboxInfo, error) {
+	sb, err := s.m.store.Open(s.name)
+	if err != nil {
+		return SandboxInfo{}, s.m.openError(s.name, err)
+	}
+	defer sb.Close()
+	stored, err := readStored(sb)
+	if err != nil {
+		// Made a moment ago, its spec not yet written; or broken.
+		return SandboxInfo{}, &SetupError{Step: "sandbox " + s.name, Err: err}
+	}
+	info := SandboxInfo{
+		Name: s.name, State: StateDead, Image: stored.Options.Image, Rootfs: stored.Options.Rootfs,
+		Labels: stored.Labels, Created: stored.Created,
+		TTLSeconds: stored.TTL.Seconds(), IdleTimeoutSeconds: stored.IdleTimeout.Seconds(),
+	}
+	if live, _ := sb.Live(); !live {
+		return info, nil
+	}
+	c, err := s.m.conn(s.name)
+	if err != nil {
+		return info, nil
+	}
+	st, err := c.client.Status(context.Background())
+	if err != nil {
+		s.m.forget(s.name)
+		return info, nil
+	}
+	info.State = StateRunning
+	if st.Stopped {
+		info.State = StateStopped
+	}
+	if st.Total > 0 {
+		info.LastExec = st.Active.UTC().Round(time.Millisecond)
+	}
+	if len(c.cgroup) > 0 {
+		if u, err := cgroups.UsageAt(c.cgroup); err == nil {
+			info.CPUMs, info.PeakMemoryBytes = u.CPU.Milliseconds(), u.PeakMemory
+		}
+	}
+	return info, nil
+}
+
+// Exec runs p in the sandbox (starting a stopped one first) and returns
+// how it ended, as Run does: a *SetupError when it could not be started
+// (exit status 125), an *ExecError when its program could not be executed
+// (126, 127), and otherwise the Result, whatever its exit status.
+func (s *Sandbox) Exec(ctx context.Context, p Process) (Result, error) {
+	start := time.Now()
+	if err := checkProcess(&p); err != nil {
+		return Result{ExitCode: ExitSetup}, err
+	}
+	c, err := s.m.conn(s.name)
+	if err != nil {
+		return Result{ExitCode: ExitSetup}, err
+	}
+	proc, err := execProcess(c, &p)
+	if err != nil {
+		return Result{ExitCode: ExitSetup}, err
+	}
+	timeout := p.Timeout
+	if timeout == 0 {
+		timeout = c.stored.Options.Timeout
+	}
+	runCtx := ctx
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	limit := p.OutputLimit
+	if limit == 0 {
+		limit = DefaultOutputLimit
+	}
+	io := newExecIO(&p, limit)
+	defer io.close()
+	req := supervisor.ExecRequest{Process: proc, Signals: p.Signals}
+	if p.TTY {
+		req.Started = io.terminal
+	} else {
+		if err := io.pipes(&req); err != nil {
+			return Result{ExitCode: ExitSetup}, &SetupError{Step: "exec", Err: err}
+		}
+	}
+	var oomBefore int64 = -1
+	if len(c.cgroup) > 0 {
+		if u, err := cgroups.UsageAt(c.cgroup); err == nil {
+			oomBefore = u.OOMKills
+		}
+	}
+	st, err := c.client.Exec(runCtx, req)
+	io.wait()
+	res := Result{ExitCode: st.Code, Signal: st.Signal, CPUMS: st.CPU.Milliseconds(), PeakMemoryBytes: st.MaxRSS}
+	res.WallMS = time.Since(start).Milliseconds()
+	io.fill(&res)
+	if err != nil {
+		switch {
+		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+			res.ExitCode, res.TimedOut = ExitTimeout, true
+			return res, nil
+		case errors.Is(err, supervisor.ErrSandboxGone):
+			s.m.forget(s.name)
+		}
+		var se *SetupError
+		if errors.As(err, &se) && se.Step == "exec" && strings.Contains(se.Err.Error(), "ended") {
+			s.m.forget(s.name)
+		}
+		return res, err
+	}
+	if st.Signal == int(unix.SIGKILL) && oomBefore >= 0 {
+		if u, err := cgroups.UsageAt(c.cgroup); err == nil && u.OOMKills > oomBefore {
+			res.OOMKilled = true
+		}
+	}
+	return res, nil
+}
+
+// checkProcess checks p as validate checks a Spec.
+func checkProcess(p *Process) error {
+	if len(p.Command) == 0 {
+		return invalid("exec", "no command given")
+	}
+	total := 0
+	for _, a := range p.Command {
+		if len(a) > maxArgBytes || strings.IndexByte(a, 0) >= 0 {
+			return invalid("command", "an argument is longer than %d bytes or holds a NUL byte", maxArgBytes)
+		}
+		total += len(a) + 1
+	}
+	for _, e := range p.Env {
+		if err := checkEnvEntry(e); err != nil {
+			return err
+		}
+		total += len(e) + 1
+	}
+	if total > maxTotalBytes {
+		return invalid("command", "arguments and environment exceed %d bytes", maxTotalBytes)
+	}
+	spec := Spec{User: p.User, Workdir: p.Workdir, Timeout: p.Timeout, OutputLimit: p.OutputLimit}
+	for _, check := range []func(*Spec) error{checkUser, checkWorkdir, checkTimeout, checkOutputLimit} {
+		if err := check(&spec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// execProcess is the process of one exec: the sandbox's own, with p's
+// command, environment, working directory and user.
+func execProcess(c *sandboxConn, p *Process) (*config.Process, error) {
+	proc := c.process
+	proc.Args = p.Command
+	proc.Env = mergeEnv(proc.Env, p.Env)
+	if p.Workdir != "" {
+		proc.Cwd = p.Workdir
+	} else if proc.Cwd == "" {
+		proc.Cwd = "/"
+	}
+	if p.User != "" {
+		uid, gid, err := parseUser(p.User)
+		if err != nil {
+			return nil, invalid("--user", "%v", err)
+		}
+		if uid != proc.UID || gid != proc.GID {
+			proc.UID, proc.GID, proc.SwitchUser = uid, gid, true
+		}
+	}
+	proc.TTY = p.TTY
+	proc.Rows, proc.Cols = 0, 0
+	if p.TTY && p.WindowSize != nil {
+		proc.Rows, proc.Cols = p.WindowSize.Rows, p.WindowSize.Cols
+	}
+	if p.TTY && !hasKey(proc.Env, "TERM") {
+		term := os.Getenv("TERM")
+		if term == "" {
+			term = "xterm"
+		}
+		proc.Env = append(proc.Env, "TERM="+term)
+	}
+	return &proc, nil
+}
+
+func hasKey(env []string, key string) bool {
+	for _, e := range env {
+		if strings.HasPrefix(e, key+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+// mergeEnv is base with each K=V of extra replacing base's K or added.
+func mergeEnv(base, extra []string) []string {
+	out := append([]string(nil), base...)
+	for _, e := range extra {
+		k, _, _ := strings.Cut(e, "=")
+		replaced := false
+		for i, b := range out {
+			if strings.HasPrefix(b, k+"=") {
+				out[i], replaced = e, true
+			}
+		}
+		if !replaced {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+

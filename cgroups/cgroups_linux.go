@@ -333,3 +333,42 @@ func release(held []*os.File) {
 		f.Close()
 	}
 }
+
+// UsageAt reads the counters of the cgroup whose directories are paths
+// (Manager.Paths of it, from another process): on v2 one directory, on v1
+// one per controller, told apart by their hierarchy's name. Counters the
+// kernel does not keep read as 0.
+func UsageAt(paths []string) (Usage, error) {
+	var u Usage
+	if len(paths) == 1 {
+		dir := paths[0]
+		cpu, err := readKeyed(filepath.Join(dir, "cpu.stat"))
+		if err != nil {
+			return u, err
+		}
+		u.CPU = time.Duration(cpu["usage_usec"]) * time.Microsecond
+		u.PeakMemory, _ = readInt(filepath.Join(dir, "memory.peak"))
+		events, _ := readKeyed(filepath.Join(dir, "memory.events"))
+		u.OOMKills = events["oom_kill"]
+		return u, nil
+	}
+	for _, dir := range paths {
+		switch filepath.Base(filepath.Dir(filepath.Dir(dir))) {
+		case "cpuacct", "cpu,cpuacct":
+			ns, err := readInt(filepath.Join(dir, "cpuacct.usage"))
+			if err != nil {
+				return u, err
+			}
+			u.CPU = time.Duration(ns)
+		case "memory":
+			peak, err := readInt(filepath.Join(dir, "memory.max_usage_in_bytes"))
+			if err != nil {
+				return u, err
+			}
+			u.PeakMemory = peak
+			oom, _ := readKeyed(filepath.Join(dir, "memory.oom_control"))
+			u.OOMKills = oom["oom_kill"]
+		}
+	}
+	return u, nil
+}

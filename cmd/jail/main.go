@@ -19,10 +19,18 @@ func main() {
 const usage = `usage: jail COMMAND [OPTIONS]
 
   run [RUN OPTIONS] [--] COMMAND [ARG...]   run a command in a new sandbox
+  create [RUN OPTIONS] [--label K=V] [--reuse] [--ttl DUR] [--idle-timeout DUR] NAME
+                                            make a persistent sandbox (idle until exec)
+  exec [EXEC OPTIONS] NAME -- COMMAND [ARG...]   run a command in a persistent sandbox
+  shell [EXEC OPTIONS] NAME SCRIPT          the same as: exec NAME -- /bin/sh -c SCRIPT
+  ls [--json] [--label K=V]                 your persistent sandboxes
+  logs [--tail N] NAME                      the combined output of a sandbox's execs
+  stop [--time DUR] NAME | start NAME | kill NAME | rm [-f] NAME
   check                                     which isolation features this host gives you
   profile ls | show NAME | export NAME --bpf FILE   the named policies
   image import PATH [--name NAME[:TAG]] | pull REF | ls [--json] | rm REF | prune
         (import, pull: --max-size SIZE per image, 32G; --max-layer-size SIZE, 16G)
+  secret add NAME --from-file PATH | --from-env VAR | --from-command CMD | ls [--json] | rm NAME
   serve [--socket PATH] [--pool N]          the HTTP API on a unix socket
   version                                   print the version
 
@@ -43,6 +51,8 @@ func dispatch(args []string) int {
 		return profileCommand(args[1:])
 	case "image":
 		return imageCommand(args[1:])
+	case "secret":
+		return secretCommand(args[1:])
 	case "version", "--version":
 		fmt.Printf("jail %s\n", jail.Version)
 		return 0
@@ -55,8 +65,18 @@ func dispatch(args []string) int {
 		return 0
 	case "serve":
 		return serveCommand(args[1:])
-	case "create", "exec", "shell", "ls", "logs", "stop", "kill", "rm":
-		return fail("%s: not implemented yet", args[0])
+	case "create":
+		return createCommand(args[1:])
+	case "exec":
+		return execCommand(args[1:], false)
+	case "shell":
+		return execCommand(args[1:], true)
+	case "ls":
+		return lsCommand(args[1:])
+	case "logs":
+		return logsCommand(args[1:])
+	case "start", "stop", "kill", "rm":
+		return lifecycleCommand(args[0], args[1:])
 	default:
 		return fail("unknown command %q (see 'jail help')", args[0])
 	}

@@ -46,6 +46,12 @@ type Init struct {
 	// rather than waiting for one release, until its control socket hangs
 	// up (docs/persistent.md). Process is then unused.
 	Persistent bool `json:"persistent,omitempty"`
+	// TTL and IdleTimeout (nanoseconds, 0: none) end a persistent
+	// sandbox's init, with status 0 as KindEnd does, that long after it
+	// was ready, or once no command started on request has run for that
+	// long.
+	TTL         int64 `json:"ttl,omitempty" wire:"min=0"`
+	IdleTimeout int64 `json:"idle_timeout,omitempty" wire:"min=0"`
 }
 
 // Rootfs says what the sandbox's / is made of.

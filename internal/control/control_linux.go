@@ -58,6 +58,30 @@ const (
 	KindSignal = "signal"
 )
 
+// More message kinds of a persistent sandbox. Its init serves several
+// connections: the first (fd 3, its monitor's: docs/persistent.md) and
+// one more for each KindAttach the monitor sends on the first (one socket
+// attached, the init's end of a pair whose other end the monitor gives a
+// client). Exec ids are per connection, and a connection's reports go to
+// it alone; a KindSignal names only that connection's commands. When an
+// attached connection hangs up, its running commands' process groups are
+// killed; when the first does, everything is, and the init ends.
+//
+// On any connection: KindSignalAll (Signal, 0 to 64) sends Signal (unless
+// 0) to every process in the sandbox but the init, and sets the sandbox's
+// stopped mark to Stopped (an exec clears it); KindStatus is answered by
+// KindStatus with Commands (the commands started on request still
+// running, of every connection), Total (those started so far), Others
+// (whether any process but the init is left), Stopped, and Active (Now of
+// the last command's start or end, or of ready); KindEnd kills everything
+// and ends the init with status 0 (Manager.Remove).
+const (
+	KindAttach    = "attach"
+	KindSignalAll = "signal-all"
+	KindStatus    = "status"
+	KindEnd       = "end"
+)
+
 // Message kinds between a supervisor and its forker: KindSpawn (Spawn set,
 // the child's files attached) is answered by KindSpawned (Pid, and the
 // child's pidfd attached) or KindError; KindReaped (Pid, Code, Signal)
@@ -90,7 +114,19 @@ type Message struct {
 	Running, Built int64
 	// Exec names a command of a persistent sandbox in KindExec and in
 	// the init's reports about it; 0 in every other message.
-	Exec   uint64
+	Exec uint64
+	// CPU (microseconds, user and system) and MaxRSS (kilobytes) are a
+	// command's own, in a persistent sandbox's KindExit: its rusage, and
+	// its children's that it waited for.
+	CPU, MaxRSS int64 `wire:"min=0"`
+	// Commands, Others, Stopped and Active answer a KindStatus; Stopped
+	// also asks for the mark in a KindSignalAll.
+	Commands int `wire:"min=0,max=1048576"`
+	Others   bool
+	Stopped  bool
+	Active   int64
+	// Total, in a status, counts the commands started on request so far.
+	Total  int64 `wire:"min=0"`
 	Config *config.Init
 	// Process, in a release, replaces Config.Process: the command of a
 	// sandbox that was built before anyone asked for it (see jail.Pool).
@@ -208,6 +244,10 @@ func FromFD(fd int) *Conn {
 
 // Close closes this end.
 func (c *Conn) Close() error { return c.file.Close() }
+
+// File is the socket itself, for a process that hands it on (a persistent
+// sandbox's holder to its monitor).
+func (c *Conn) File() *os.File { return c.file }
 
 // Hangup shuts the socket down both ways: the peer's reads end at once, and
 // the descriptor stays open here until Close.

@@ -174,6 +174,8 @@ func (w *writer) putInit(v *config.Init) {
 	w.bool(v.TakeRoot)
 	w.uint(uint64(v.Capabilities))
 	w.bool(v.Persistent)
+	w.int(int64(v.TTL))
+	w.int(int64(v.IdleTimeout))
 }
 
 func (r *reader) getInit(v *config.Init) {
@@ -204,6 +206,8 @@ func (r *reader) getInit(v *config.Init) {
 	v.TakeRoot = r.bool()
 	v.Capabilities = r.uint()
 	v.Persistent = r.bool()
+	v.TTL = int64(r.intIn(0, 9223372036854775807))
+	v.IdleTimeout = int64(r.intIn(0, 9223372036854775807))
 }
 
 func (w *writer) putIDMap(v *IDMap) {
@@ -332,6 +336,13 @@ func (w *writer) putMessage(v *Message) {
 	w.int(int64(v.Running))
 	w.int(int64(v.Built))
 	w.uint(uint64(v.Exec))
+	w.int(int64(v.CPU))
+	w.int(int64(v.MaxRSS))
+	w.int(int64(v.Commands))
+	w.bool(v.Others)
+	w.bool(v.Stopped)
+	w.int(int64(v.Active))
+	w.int(int64(v.Total))
 	w.bool(v.Config != nil)
 	if v.Config != nil {
 		w.putInit(v.Config)
@@ -356,6 +367,13 @@ func (r *reader) getMessage(v *Message) {
 	v.Running = r.int()
 	v.Built = r.int()
 	v.Exec = r.uint()
+	v.CPU = int64(r.intIn(0, 9223372036854775807))
+	v.MaxRSS = int64(r.intIn(0, 9223372036854775807))
+	v.Commands = int(r.intIn(0, 1048576))
+	v.Others = r.bool()
+	v.Stopped = r.bool()
+	v.Active = r.int()
+	v.Total = int64(r.intIn(0, 9223372036854775807))
 	if r.bool() {
 		v.Config = new(config.Init)
 		r.getInit(v.Config)

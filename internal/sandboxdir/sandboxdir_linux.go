@@ -187,6 +187,23 @@ func (s *Store) List() ([]string, error) {
 // Close closes the sandbox's directory.
 func (sb *Sandbox) Close() error { return sb.dir.Close() }
 
+// Adopt is the sandbox name whose directory dir is, inherited from the
+// process that opened it (a holder's).
+func Adopt(name string, dir *os.File) *Sandbox { return &Sandbox{Name: name, dir: dir} }
+
+// Dir is the sandbox's directory (O_PATH), for openat and for a process
+// that takes it over (its monitor).
+func (sb *Sandbox) Dir() *os.File { return sb.dir }
+
+// Dir is the directory holding the sandboxes' directories.
+func (s *Store) Dir() *os.File { return s.dir }
+
+// OpenFile opens the file name of the sandbox's directory, never through a
+// symbolic link.
+func (sb *Sandbox) OpenFile(name string, flags int, mode uint32) (*os.File, error) {
+	return sb.openFile(name, flags, mode)
+}
+
 func (sb *Sandbox) openFile(name string, flags int, mode uint32) (*os.File, error) {
 	fd, err := unix.Openat(int(sb.dir.Fd()), name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
 	if err != nil {

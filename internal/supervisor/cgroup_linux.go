@@ -40,7 +40,7 @@ func ownJanitor(src *programs.Source, paths []string) janitorHandle {
 	if err != nil {
 		return janitorHandle{}
 	}
-	return janitorHandle{release: func(bool) { release.Close(); go wait() }}
+	return janitorHandle{pipe: release, release: func(bool) { release.Close(); go wait() }}
 }
 
 // createCgroup makes the sandbox's cgroup, with a janitor that removes it
@@ -118,6 +118,9 @@ func (s *supervisor) watched(paths []string) janitorHandle {
 // already removed; release is nil when it could not be started.
 type janitorHandle struct {
 	release func(destroyed bool)
+	// pipe is the write end of an own janitor's stdin: it removes the
+	// cgroup once every copy is closed.
+	pipe *os.File
 	// watched: the shared janitor of s.watch; release ends with s.done.
 	watched bool
 }

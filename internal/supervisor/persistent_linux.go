@@ -3,13 +3,10 @@ package supervisor
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"sync"
 
-	"golang.org/x/sys/unix"
 
-	"github.com/jail-sandbox/jail/api"
 	"github.com/jail-sandbox/jail/internal/config"
 	"github.com/jail-sandbox/jail/internal/control"
 )
@@ -124,68 +121,9 @@ func BootPersistent(job *Job, p *Plan, t *Timings) (*Persistent, error) {
 // that cannot be started is an *ExecError (code 126 or 127) or a
 // *SetupError. When ctx is done the command is killed.
 func (ps *Persistent) Exec(ctx context.Context, process *config.Process, stdin, stdout, stderr *os.File) (code, signal int, err error) {
-	s := ps.s
-	id, replies := s.execs.open()
-	defer s.execs.forget(id)
-	msg := control.Message{Kind: control.KindExec, Exec: id, Process: process}
-	if err := ps.send(msg, stdin, stdout, stderr); err != nil {
-		return 0, 0, &SetupError{Step: "exec", Err: err}
-	}
-	var pidfd *os.File
-	defer func() {
-		if pidfd != nil {
-			pidfd.Close()
-		}
-	}()
-	// killed: ctx ended, and the init was asked to kill the command's
-	// process group (KindSignal), so that what the command started goes
-	// too. The init reads the request after the exec's, so it also kills
-	// a command that starts after the cancel; the pidfd is not used for
-	// it, since a command killed by it could be reaped, and its group
-	// forgotten, before the init reads the request.
-	killed := false
-	killGroup := func() {
-		_ = ps.send(control.Message{Kind: control.KindSignal, Exec: id, Signal: int(unix.SIGKILL)})
-	}
-	done := ctx.Done()
-	for {
-		select {
-		case r := <-replies:
-			switch r.msg.Kind {
-			case control.KindStarted:
-				if len(r.files) > 0 {
-					pidfd = r.files[0]
-					for _, f := range r.files[1:] {
-						f.Close()
-					}
-				}
-				continue
-			case control.KindExit:
-				if killed {
-					return r.msg.Code, r.msg.Signal, ctx.Err()
-				}
-				return r.msg.Code, r.msg.Signal, nil
-			case control.KindExecError:
-				return r.msg.Code, 0, &ExecError{Code: r.msg.Code, Reason: r.msg.Reason}
-			case control.KindError:
-				return api.ExitSetup, 0, &SetupError{Step: r.msg.Step, Err: errors.New(r.msg.Reason)}
-			default:
-				return api.ExitSetup, 0, &SetupError{Step: "exec", Err: fmt.Errorf("unexpected report %q", r.msg.Kind)}
-			}
-		case <-done:
-			done, killed = nil, true
-			killGroup()
-		case <-s.reaped:
-			if !stillReporting(replies) {
-				return api.ExitSetup, 0, &SetupError{Step: "exec", Err: errors.New("the sandbox ended")}
-			}
-		}
-	}
+	st, err := runExec(ctx, ps.send, ps.s.execs, ps.s.reaped, ExecRequest{Process: process}, []*os.File{stdin, stdout, stderr})
+	return st.Code, st.Signal, err
 }
-
-// stillReporting reports whether a report waits in replies, which the
-// select of Exec then takes, even though the sandbox has ended meanwhile.
-func stillReporting(replies chan execReply) bool { return len(replies) > 0 }
 
 // Close ends the sandbox: the init, hung up on, kills everything in it and
 // ends; then its cgroup and everything the supervisor held are released.
@@ -198,4 +136,36 @@ func (ps *Persistent) Close() {
 		s.close()
 		close(s.finished)
 	})
+}
+
+// Handover is what a persistent sandbox's monitor takes over from the
+// process that booted it (docs/persistent.md): the init's first
+// connection, a pidfd of the init, and the write end of its cgroup
+// janitor's pipe (nil without a cgroup).
+type Handover struct {
+	Control   *os.File
+	InitPidfd *os.File
+	Janitor   *os.File
+	// CgroupPaths are the sandbox's cgroup directories, for reading its
+	// counters.
+	CgroupPaths []string
+}
+
+// Handover gives what the monitor needs. The caller is about to replace
+// this process by the monitor (execve), so nothing is released here: the
+// files stay open and the init stays this process's child.
+func (ps *Persistent) Handover() (Handover, error) {
+	s := ps.s
+	init, ok := s.init.(*childInit)
+	if !ok || init.pidfd == nil {
+		return Handover{}, errors.New("the init has no pidfd (Linux 5.3 or later is needed)")
+	}
+	h := Handover{Control: s.conn.File(), InitPidfd: init.pidfd}
+	if s.janitorStarted() && s.janitorState.pipe != nil {
+		h.Janitor = s.janitorState.pipe
+	}
+	if s.cgroup != nil {
+		h.CgroupPaths = s.cgroup.Paths()
+	}
+	return h, nil
 }

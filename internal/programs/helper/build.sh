@@ -1,8 +1,9 @@
 #!/bin/sh
 # build.sh GOARCH OUTPUT: builds jail's helper program for GOARCH (amd64 or
-# arm64) from ../init/init.c and ../janitor/janitor.c: one static binary
-# that is a sandbox's init (argv[0] "jail:init") or one sandbox's cgroup
-# janitor (argv[0] "jail:cgroup-janitor"). The binaries are committed
+# arm64) from ../init/init.c, ../janitor/janitor.c and ../monitor/monitor.c:
+# one static binary that is a sandbox's init (argv[0] "jail:init"), one
+# sandbox's cgroup janitor (argv[0] "jail:cgroup-janitor") or a persistent
+# sandbox's monitor (argv[0] "jail:monitor"). The binaries are committed
 # beside this script (jail-helper-GOARCH) and embedded by package programs,
 # so that the library needs no build step; `make helper` rebuilds them and
 # TestHelperIsBuiltFromItsSources checks that the committed ones are what
@@ -57,6 +58,6 @@ ln -s "$asm" "$work/include/asm"
 "$cc" -specs "$musl/musl-gcc.specs" -static -Os -s -Wall -Wextra -Werror \
 	-ffile-prefix-map="$work"=/build -ffile-prefix-map="$here/.."=. \
 	-Wl,--build-id=none -isystem "$work/include" \
-	-o "$work/helper" "$here/../init/init.c" "$here/../janitor/janitor.c"
+	-o "$work/helper" "$here/../init/init.c" "$here/../janitor/janitor.c" "$here/../monitor/monitor.c"
 # Written whole, in place of the old one only once built.
 mv "$work/helper" "$out"

@@ -63,6 +63,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/timerfd.h>
 #include <sys/sysmacros.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -309,9 +310,25 @@ struct report {
 	int code, signal, pid;
 	int64_t running, built;
 	uint64_t exec; /* the command of a persistent sandbox it is about */
+	int64_t cpu, max_rss; /* a persistent sandbox's command's, at its exit */
+	int commands;         /* a status: commands running */
+	bool others, stopped; /* a status: processes but the init; the mark */
+	int64_t active;       /* a status: the last command's start or end */
+	int64_t total;        /* a status: commands started so far */
 };
 
+/* send_report sends rep to sock, blocking until it is sent; send_report_to
+ * with dontwait set gives up (-1) where it would block, for a client's
+ * connection, whose client may not be reading: the init serves every
+ * connection and must wait on none. */
+static int send_report_to(int sock, const struct report *rep, const int *fds, int nfds, bool dontwait);
+
 static int send_report(int sock, const struct report *rep, const int *fds, int nfds)
+{
+	return send_report_to(sock, rep, fds, nfds, false);
+}
+
+static int send_report_to(int sock, const struct report *rep, const int *fds, int nfds, bool dontwait)
 {
 	struct wire_writer w = {0};
 	for (int i = 0; i < 4; i++)
@@ -320,6 +337,9 @@ static int send_report(int sock, const struct report *rep, const int *fds, int n
 		.kind = (char *)rep->kind, .step = (char *)rep->step, .reason = (char *)rep->reason,
 		.code = rep->code, .signal = rep->signal, .pid = rep->pid,
 		.running = rep->running, .built = rep->built, .exec = rep->exec,
+		.cpu = rep->cpu, .max_rss = rep->max_rss, .commands = rep->commands,
+		.others = rep->others, .stopped = rep->stopped, .active = rep->active,
+		.total = rep->total,
 	};
 	wire_encode(&w, &body);
 	uint32_t size = (uint32_t)(w.len - 4);
@@ -342,13 +362,14 @@ static int send_report(int sock, const struct report *rep, const int *fds, int n
 		c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
 		memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
 	}
+	int flags = MSG_NOSIGNAL | (dontwait ? MSG_DONTWAIT : 0);
 	ssize_t n;
 	do
-		n = sendmsg(sock, &msg, MSG_NOSIGNAL);
+		n = sendmsg(sock, &msg, flags);
 	while (n < 0 && errno == EINTR);
 	size_t done = n < 0 ? 0 : (size_t)n;
 	while (n >= 0 && done < w.len) {
-		n = send(sock, w.buf + done, w.len - done, MSG_NOSIGNAL);
+		n = send(sock, w.buf + done, w.len - done, flags);
 		if (n < 0 && errno == EINTR)
 			n = 0;
 		else if (n > 0)
@@ -360,7 +381,14 @@ static int send_report(int sock, const struct report *rep, const int *fds, int n
 
 /* report_failure reports f; exec names the command of a persistent sandbox
  * that failed to start, or is 0 when the sandbox failed. */
+static int report_failure_to(int sock, const struct failure *f, uint64_t exec, bool dontwait);
+
 static int report_failure(int sock, const struct failure *f, uint64_t exec)
+{
+	return report_failure_to(sock, f, exec, false);
+}
+
+static int report_failure_to(int sock, const struct failure *f, uint64_t exec, bool dontwait)
 {
 	struct report rep = {.exec = exec};
 	if (f->exec_code != 0) {
@@ -372,7 +400,7 @@ static int report_failure(int sock, const struct failure *f, uint64_t exec)
 		rep.step = f->step;
 		rep.reason = f->reason;
 	}
-	return send_report(sock, &rep, NULL, 0);
+	return send_report_to(sock, &rep, NULL, 0, dontwait);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1909,6 +1937,14 @@ static pid_t setup(const struct config *c, int sock, int64_t running, struct fai
 	 * sandbox is in place. */
 	if (lock_down(c->capabilities, f) != 0)
 		return -1;
+	/* A persistent sandbox outlives the process that booted it, whose
+	 * threads end when it becomes the sandbox's monitor (docs/
+	 * persistent.md): its parent-death signal, tied to the thread that
+	 * cloned it, would kill it then. It ends instead when its first
+	 * connection hangs up, which happens when its holder or monitor
+	 * ends, however that ends. */
+	if (c->persistent && prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0) != 0)
+		return fail_errno(f, "init", "parent-death signal");
 	struct report ready = {.kind = "ready", .running = running, .built = built};
 	if (send_report(sock, &ready, NULL, 0) != 0)
 		return fail_errno(f, "report ready", NULL);
@@ -1958,114 +1994,290 @@ static pid_t setup(const struct config *c, int sock, int64_t running, struct fai
 /* A persistent sandbox: commands on request                          */
 /* ------------------------------------------------------------------ */
 
-enum { MAX_EXECS = 1024 };
+/* At most MAX_EXECS commands at once, and MAX_CONNS connections: the
+ * monitor's (conns[0], fd 3) and those it attached for clients. */
+enum { MAX_EXECS = 1024, MAX_CONNS = 64 };
+
+/* A client's connection may not hold the init in a half-sent message for
+ * longer than this (SO_RCVTIMEO): the init serves every connection. */
+static const int conn_read_timeout_s = 5;
 
 /* running_exec is a command started on request, until its exit is
  * reported. */
 struct running_exec {
 	pid_t pid;
-	uint64_t exec;
+	uint64_t exec; /* its id, unique on its connection */
+	int conn;      /* its connection's slot; -1 once that hung up */
 };
 
-struct execs {
+struct server {
+	const struct config *c;
+	int conns[MAX_CONNS]; /* -1: a free slot */
 	struct running_exec list[MAX_EXECS];
 	size_t n;
+	bool stopped;  /* the mark of a signal-all with Stopped */
+	int64_t ready; /* when serving began */
+	int64_t active; /* the last command's start or end, or ready */
+	int64_t total;  /* commands started so far */
+	int timer;      /* a timerfd for the TTL and the idle timeout, or -1 */
 };
+
+/* What handling a message leads to. */
+enum outcome {
+	GO_ON,
+	DROP_CONN, /* that connection broke the protocol or went away */
+	END_SANDBOX, /* asked to end (end, TTL, idle): status 0 */
+	BROKEN,      /* the monitor's connection broke the protocol or hung up */
+};
+
+/* reply sends rep on connection slot, without waiting on a client's. */
+static int reply(const struct server *srv, int slot, const struct report *rep, const int *fds, int nfds)
+{
+	return send_report_to(srv->conns[slot], rep, fds, nfds, slot != 0);
+}
+
+static int reply_failure(const struct server *srv, int slot, const struct failure *f, uint64_t exec)
+{
+	return report_failure_to(srv->conns[slot], f, exec, slot != 0);
+}
 
 /*
  * start_exec starts the command of one exec message, with the stdin,
- * stdout and stderr sent with it, and reports it started or failed. The
- * command runs with the sandbox's own description (its filter, ids and
- * root); the message brings only the process. It returns -1 when the
- * supervisor broke the protocol or went away, which ends the sandbox.
+ * stdout and stderr sent with it (or on a terminal of its own, whose
+ * master goes back with the started report), and reports it started or
+ * failed. The command runs with the sandbox's own description (its filter,
+ * ids and root); the message brings only the process.
  */
-static int start_exec(const struct config *c, int sock, const struct message *m, struct execs *execs)
+static enum outcome start_exec(struct server *srv, int slot, const struct message *m)
 {
 	uint64_t id = m->body.exec;
-	if (strcmp(m->kind, "exec") != 0 || id == 0)
-		return -1;
+	if (id == 0)
+		return slot == 0 ? BROKEN : DROP_CONN;
+	for (size_t i = 0; i < srv->n; i++)
+		if (srv->list[i].conn == slot && srv->list[i].exec == id)
+			return slot == 0 ? BROKEN : DROP_CONN;
 	struct failure f = {0};
-	if (m->process == NULL || m->nfds != 3 || m->process->tty) {
-		fail(&f, "exec", "an exec brings a command, its stdin, stdout and stderr, and no terminal");
-		return report_failure(sock, &f, id);
+	const struct process *p = m->process;
+	if (p == NULL || m->nfds != (p->tty ? 0 : 3)) {
+		fail(&f, "exec", "an exec brings a command and its stdin, stdout and stderr, or asks for a terminal");
+		return reply_failure(srv, slot, &f, id) == 0 ? GO_ON : DROP_CONN;
 	}
-	if (execs->n == MAX_EXECS) {
+	if (srv->n == MAX_EXECS) {
 		fail(&f, "exec", "%d commands run already", MAX_EXECS);
-		return report_failure(sock, &f, id);
+		return reply_failure(srv, slot, &f, id) == 0 ? GO_ON : DROP_CONN;
+	}
+	int stdio[3] = {-1, -1, -1};
+	int master = -1, slave = -1;
+	if (p->tty) {
+		if (open_pty(p->rows, p->cols, &master, &slave, &f) != 0) {
+			if (master >= 0)
+				close(master);
+			return reply_failure(srv, slot, &f, id) == 0 ? GO_ON : DROP_CONN;
+		}
+		stdio[0] = stdio[1] = stdio[2] = slave;
+	} else {
+		for (int i = 0; i < 3; i++)
+			stdio[i] = m->fds[i];
 	}
 	int pidfd = -1;
-	pid_t pid = spawn(c, m->process, m->fds, &pidfd, &f);
-	if (pid < 0)
-		return report_failure(sock, &f, id);
+	pid_t pid = spawn(srv->c, p, stdio, &pidfd, &f);
+	if (slave >= 0)
+		close(slave);
+	if (pid < 0) {
+		if (master >= 0)
+			close(master);
+		return reply_failure(srv, slot, &f, id) == 0 ? GO_ON : DROP_CONN;
+	}
 	/* Recorded before anything is reaped: its exit is reported after
 	 * its start. */
-	execs->list[execs->n++] = (struct running_exec){pid, id};
+	srv->list[srv->n++] = (struct running_exec){pid, id, slot};
+	srv->stopped = false;
+	srv->active = now();
+	srv->total++;
 	struct report started = {.kind = "started", .pid = pid, .exec = id};
-	int err = send_report(sock, &started, &pidfd, 1);
+	int fds[2] = {pidfd, master};
+	int err = reply(srv, slot, &started, fds, master >= 0 ? 2 : 1);
 	close(pidfd);
-	return err;
+	if (master >= 0)
+		close(master);
+	return err == 0 ? GO_ON : DROP_CONN;
 }
 
 /*
  * signal_exec sends the signal of a signal message to the process group of
  * the command it names: the command leads a session and a group of its own
  * (command_child's setsid), so what it started goes too, unless that left
- * the group itself. Only commands this init started and has not reaped can
- * be named, so the signal never reaches a reused pid or the init; a
- * command already reaped is dropped silently (its exit is reported). It
- * returns -1 for a message that breaks the protocol, which ends the
- * sandbox.
+ * the group itself. Only commands this init started on the same connection
+ * and has not reaped can be named, so the signal never reaches a reused pid,
+ * the init, or another client's command; one already reaped is dropped
+ * silently (its exit is reported).
  */
-static int signal_exec(const struct message *m, const struct execs *execs)
+static enum outcome signal_exec(struct server *srv, int slot, const struct message *m)
 {
 	int sig = m->body.signal;
 	if (m->body.exec == 0 || sig < 1 || sig >= _NSIG || m->nfds != 0 || m->process != NULL)
-		return -1;
-	for (size_t i = 0; i < execs->n; i++) {
-		if (execs->list[i].exec == m->body.exec) {
-			(void)kill(-execs->list[i].pid, sig);
+		return slot == 0 ? BROKEN : DROP_CONN;
+	for (size_t i = 0; i < srv->n; i++) {
+		if (srv->list[i].conn == slot && srv->list[i].exec == m->body.exec) {
+			(void)kill(-srv->list[i].pid, sig);
 			break;
 		}
 	}
-	return 0;
+	return GO_ON;
 }
 
 /* reap_execs reaps every child that has ended, reporting the exit of those
- * started on request; orphans the commands left go silently. */
-static int reap_execs(int sock, struct execs *execs)
+ * started on request to their connection; orphans the commands left go
+ * silently. A connection that cannot take its report is dropped
+ * (*dropped gets its slot, or stays -1). */
+static void reap_execs(struct server *srv, int *dropped)
 {
 	for (;;) {
 		int status;
-		pid_t pid = waitpid(-1, &status, WNOHANG);
+		struct rusage ru;
+		pid_t pid = wait4(-1, &status, WNOHANG, &ru);
 		if (pid < 0 && errno == EINTR)
 			continue;
 		if (pid <= 0)
-			return 0;
-		for (size_t i = 0; i < execs->n; i++) {
-			if (execs->list[i].pid != pid)
+			return;
+		for (size_t i = 0; i < srv->n; i++) {
+			if (srv->list[i].pid != pid)
 				continue;
-			struct report exit_report = {.kind = "exit", .pid = pid, .exec = execs->list[i].exec};
+			struct running_exec e = srv->list[i];
+			srv->list[i] = srv->list[--srv->n];
+			srv->active = now();
+			if (e.conn < 0)
+				break;
+			struct report exit_report = {.kind = "exit", .pid = pid, .exec = e.exec};
 			if (WIFSIGNALED(status)) {
 				exit_report.signal = WTERMSIG(status);
 				exit_report.code = 128 + exit_report.signal;
 			} else {
 				exit_report.code = WEXITSTATUS(status);
 			}
-			execs->list[i] = execs->list[--execs->n];
-			if (send_report(sock, &exit_report, NULL, 0) != 0)
-				return -1;
+			exit_report.cpu = (int64_t)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec +
+					  (int64_t)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec;
+			exit_report.max_rss = ru.ru_maxrss;
+			if (reply(srv, e.conn, &exit_report, NULL, 0) != 0)
+				*dropped = e.conn;
 			break;
 		}
 	}
 }
 
+/* drop_conn closes a client's connection and kills the process groups of
+ * the commands it started: a client that went away (a `jail exec`
+ * SIGKILLed, say) leaves nothing of its commands running. */
+static void drop_conn(struct server *srv, int slot)
+{
+	for (size_t i = 0; i < srv->n; i++) {
+		if (srv->list[i].conn == slot) {
+			(void)kill(-srv->list[i].pid, SIGKILL);
+			srv->list[i].conn = -1;
+		}
+	}
+	close(srv->conns[slot]);
+	srv->conns[slot] = -1;
+}
+
+/* attach takes the socket of an attach message as a new connection; with
+ * every slot taken it is closed, which its client sees as the end. */
+static void attach_conn(struct server *srv, const struct message *m)
+{
+	int fd = m->fds[0];
+	for (int slot = 1; slot < MAX_CONNS; slot++) {
+		if (srv->conns[slot] >= 0)
+			continue;
+		int own = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+		if (own < 0)
+			return;
+		struct timeval limit = {.tv_sec = conn_read_timeout_s};
+		(void)setsockopt(own, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+		srv->conns[slot] = own;
+		return;
+	}
+}
+
+/* handle acts on one message received on connection slot. */
+static enum outcome handle(struct server *srv, int slot, const struct message *m, int *dropped)
+{
+	const char *kind = m->kind;
+	enum outcome bad = slot == 0 ? BROKEN : DROP_CONN;
+	if (strcmp(kind, "exec") == 0)
+		return start_exec(srv, slot, m);
+	if (strcmp(kind, "signal") == 0)
+		return signal_exec(srv, slot, m);
+	if (m->nfds != (strcmp(kind, "attach") == 0 ? 1 : 0) || m->process != NULL || m->config != NULL)
+		return bad;
+	if (strcmp(kind, "attach") == 0) {
+		if (slot != 0)
+			return bad;
+		attach_conn(srv, m);
+		return GO_ON;
+	}
+	if (strcmp(kind, "signal-all") == 0) {
+		int sig = m->body.signal;
+		if (sig < 0 || sig >= _NSIG)
+			return bad;
+		srv->stopped = m->body.stopped;
+		/* kill(-1) from pid 1 reaches every other process of the
+		 * namespace. */
+		if (sig > 0)
+			(void)kill(-1, sig);
+		return GO_ON;
+	}
+	if (strcmp(kind, "status") == 0) {
+		/* What has ended is reaped first, so that a status after the
+		 * last process's end says so. */
+		reap_execs(srv, dropped);
+		struct report status = {
+			.kind = "status", .commands = (int)srv->n, .stopped = srv->stopped, .active = srv->active,
+			.total = srv->total,
+			.others = kill(-1, 0) == 0,
+		};
+		return reply(srv, slot, &status, NULL, 0) == 0 ? GO_ON : DROP_CONN;
+	}
+	if (strcmp(kind, "end") == 0)
+		return END_SANDBOX;
+	return bad;
+}
+
+/* arm_timer sets srv's timer to the nearer of the TTL's end and, with no
+ * command running, the idle timeout's; it reports whether either has
+ * passed. */
+static bool arm_timer(struct server *srv)
+{
+	if (srv->timer < 0)
+		return false;
+	int64_t due = 0;
+	if (srv->c->ttl > 0)
+		due = srv->ready + srv->c->ttl;
+	if (srv->c->idle_timeout > 0 && srv->n == 0) {
+		int64_t idle_due = srv->active + srv->c->idle_timeout;
+		if (due == 0 || idle_due < due)
+			due = idle_due;
+	}
+	if (due == 0) {
+		struct itimerspec off = {0};
+		(void)timerfd_settime(srv->timer, 0, &off, NULL);
+		return false;
+	}
+	if (due <= now())
+		return true;
+	struct itimerspec at = {.it_value = {.tv_sec = due / 1000000000, .tv_nsec = due % 1000000000}};
+	(void)timerfd_settime(srv->timer, TFD_TIMER_ABSTIME, &at, NULL);
+	return false;
+}
+
 /*
  * serve runs the commands of a persistent sandbox: each exec message
- * starts one, and its exit is reported once it is gone; a signal message
- * signals one (signal_exec); whatever a command leaves running stays, for
- * the next. When the supervisor hangs up (or
- * breaks the protocol), everything is killed and the init ends. SIGCHLD is
- * blocked and read from a signalfd; each command unblocks it
+ * starts one, and its exit is reported once it is gone, on the connection
+ * that asked; whatever a command leaves running stays, for the next. The
+ * monitor's connection (fd 3) also attaches clients' connections. When it
+ * hangs up or breaks the protocol, everything is killed and the init ends
+ * (status 1); an end message, the TTL or the idle timeout end it with
+ * status 0, which tells the monitor that the sandbox is to be removed.
+ * SIGCHLD is blocked and read from a signalfd; each command unblocks it
  * (command_child).
  */
 static int serve(const struct config *c, int sock)
@@ -2078,38 +2290,91 @@ static int serve(const struct config *c, int sock)
 	int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (sfd < 0)
 		return 1;
-	static struct execs execs;
+	static struct server srv;
+	srv.c = c;
+	for (int i = 0; i < MAX_CONNS; i++)
+		srv.conns[i] = -1;
+	srv.conns[0] = sock;
+	srv.ready = srv.active = now();
+	srv.timer = -1;
+	if (c->ttl > 0 || c->idle_timeout > 0) {
+		srv.timer = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+		if (srv.timer < 0)
+			return 1;
+	}
+	int status = 1;
 	for (;;) {
-		struct pollfd pfd[2] = {{.fd = sock, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
-		if (poll(pfd, 2, -1) < 0) {
+		if (arm_timer(&srv)) {
+			status = 0;
+			break;
+		}
+		struct pollfd pfd[MAX_CONNS + 2];
+		int slots[MAX_CONNS];
+		nfds_t n = 0;
+		pfd[n++] = (struct pollfd){.fd = sfd, .events = POLLIN};
+		pfd[n++] = (struct pollfd){.fd = srv.timer, .events = POLLIN};
+		for (int slot = 0; slot < MAX_CONNS; slot++) {
+			if (srv.conns[slot] >= 0) {
+				slots[n - 2] = slot;
+				pfd[n++] = (struct pollfd){.fd = srv.conns[slot], .events = POLLIN};
+			}
+		}
+		if (poll(pfd, n, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
 		}
-		if (pfd[1].revents != 0) {
+		int dropped = -1;
+		if (pfd[0].revents != 0) {
 			struct signalfd_siginfo si;
 			while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
 				;
-			if (reap_execs(sock, &execs) != 0)
-				break;
+			reap_execs(&srv, &dropped);
 		}
-		if (pfd[0].revents != 0) {
+		if (pfd[1].revents != 0) {
+			uint64_t ticks;
+			(void)read(srv.timer, &ticks, sizeof(ticks));
+		}
+		enum outcome out = GO_ON;
+		for (nfds_t i = 2; i < n && out != END_SANDBOX && out != BROKEN; i++) {
+			if (pfd[i].revents == 0)
+				continue;
+			int slot = slots[i - 2];
+			if (srv.conns[slot] < 0)
+				continue;
 			struct message m;
-			if (recv_message(sock, &m) != 0)
-				break;
-			int err = strcmp(m.kind, "signal") == 0 ? signal_exec(&m, &execs) : start_exec(c, sock, &m, &execs);
-			for (int i = 0; i < m.nfds; i++)
-				close(m.fds[i]);
-			wire_free_wire_message(&m.body);
-			if (err != 0)
-				break;
+			enum outcome o;
+			if (recv_message(srv.conns[slot], &m) != 0) {
+				o = slot == 0 ? BROKEN : DROP_CONN;
+			} else {
+				o = handle(&srv, slot, &m, &dropped);
+				for (int k = 0; k < m.nfds; k++)
+					close(m.fds[k]);
+				wire_free_wire_message(&m.body);
+			}
+			if (o == DROP_CONN && slot != 0)
+				drop_conn(&srv, slot);
+			else if (o == DROP_CONN)
+				o = BROKEN;
+			out = o;
 		}
+		if (dropped > 0 && srv.conns[dropped] >= 0)
+			drop_conn(&srv, dropped);
+		if (dropped == 0)
+			out = BROKEN;
+		if (out == END_SANDBOX) {
+			status = 0;
+			break;
+		}
+		if (out == BROKEN)
+			break;
 	}
 	end_remaining();
-	return 0;
+	return status;
 }
 
 int janitor_main(int argc, char **argv); /* ../janitor/janitor.c */
+int monitor_main(int argc, char **argv); /* ../monitor/monitor.c */
 
 int main(int argc, char **argv)
 {
@@ -2117,6 +2382,8 @@ int main(int argc, char **argv)
 	/* The helper program is the janitor too, started as that. */
 	if (argc >= 1 && strcmp(argv[0], "jail:cgroup-janitor") == 0)
 		return janitor_main(argc, argv);
+	if (argc >= 1 && strcmp(argv[0], "jail:monitor") == 0)
+		return monitor_main(argc, argv);
 	if (argc < 1 || strcmp(argv[0], "jail:init") != 0) {
 		fputs("jail: this program is started by jail only\n", stderr);
 		return 125;

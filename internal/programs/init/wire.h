@@ -326,6 +326,8 @@ struct config {
 	bool take_root;
 	uint64_t capabilities;
 	bool persistent;
+	int64_t ttl;
+	int64_t idle_timeout;
 };
 
 /* control.IDMap */
@@ -378,6 +380,13 @@ struct wire_message {
 	int64_t running;
 	int64_t built;
 	uint64_t exec;
+	int64_t cpu;
+	int64_t max_rss;
+	int commands;
+	bool others;
+	bool stopped;
+	int64_t active;
+	int64_t total;
 	struct config *config;
 	struct process *process;
 	struct spawn_request *spawn;
@@ -633,6 +642,8 @@ static void wire_get_config(struct wire_reader *r, struct config *v)
 	v->take_root = wire_read_bool(r);
 	v->capabilities = wire_read_uint(r);
 	v->persistent = wire_read_bool(r);
+	v->ttl = (int64_t)wire_read_int_in(r, 0LL, INT64_MAX);
+	v->idle_timeout = (int64_t)wire_read_int_in(r, 0LL, INT64_MAX);
 }
 
 static void wire_put_config(struct wire_writer *w, const struct config *v)
@@ -658,6 +669,8 @@ static void wire_put_config(struct wire_writer *w, const struct config *v)
 	wire_put_bool(w, v->take_root);
 	wire_put_uint(w, v->capabilities);
 	wire_put_bool(w, v->persistent);
+	wire_put_int(w, v->ttl);
+	wire_put_int(w, v->idle_timeout);
 }
 
 static void wire_free_config(struct config *v)
@@ -842,6 +855,13 @@ static void wire_get_wire_message(struct wire_reader *r, struct wire_message *v)
 	v->running = wire_read_int(r);
 	v->built = wire_read_int(r);
 	v->exec = wire_read_uint(r);
+	v->cpu = (int64_t)wire_read_int_in(r, 0LL, INT64_MAX);
+	v->max_rss = (int64_t)wire_read_int_in(r, 0LL, INT64_MAX);
+	v->commands = (int)wire_read_int_in(r, 0LL, 1048576LL);
+	v->others = wire_read_bool(r);
+	v->stopped = wire_read_bool(r);
+	v->active = wire_read_int(r);
+	v->total = (int64_t)wire_read_int_in(r, 0LL, INT64_MAX);
 	if (wire_read_bool(r)) {
 		v->config = wire_alloc(1, sizeof(*v->config));
 		wire_get_config(r, v->config);
@@ -867,6 +887,13 @@ static void wire_put_wire_message(struct wire_writer *w, const struct wire_messa
 	wire_put_int(w, v->running);
 	wire_put_int(w, v->built);
 	wire_put_uint(w, v->exec);
+	wire_put_int(w, v->cpu);
+	wire_put_int(w, v->max_rss);
+	wire_put_int(w, v->commands);
+	wire_put_bool(w, v->others);
+	wire_put_bool(w, v->stopped);
+	wire_put_int(w, v->active);
+	wire_put_int(w, v->total);
 	wire_put_bool(w, v->config != NULL);
 	if (v->config != NULL)
 		wire_put_config(w, v->config);
@@ -1102,6 +1129,10 @@ static void wire_print_config(FILE *out, const char *path, const struct config *
 	fprintf(out, "%s=%llu\n", key, (unsigned long long)v->capabilities);
 	wire_key(key, sizeof(key), path, ".Persistent", -1);
 	fprintf(out, "%s=%d\n", key, v->persistent ? 1 : 0);
+	wire_key(key, sizeof(key), path, ".TTL", -1);
+	fprintf(out, "%s=%lld\n", key, (long long)v->ttl);
+	wire_key(key, sizeof(key), path, ".IdleTimeout", -1);
+	fprintf(out, "%s=%lld\n", key, (long long)v->idle_timeout);
 }
 
 static void wire_print_id_map(FILE *out, const char *path, const struct id_map *v)
@@ -1211,6 +1242,20 @@ static void wire_print_wire_message(FILE *out, const char *path, const struct wi
 	fprintf(out, "%s=%lld\n", key, (long long)v->built);
 	wire_key(key, sizeof(key), path, ".Exec", -1);
 	fprintf(out, "%s=%llu\n", key, (unsigned long long)v->exec);
+	wire_key(key, sizeof(key), path, ".CPU", -1);
+	fprintf(out, "%s=%lld\n", key, (long long)v->cpu);
+	wire_key(key, sizeof(key), path, ".MaxRSS", -1);
+	fprintf(out, "%s=%lld\n", key, (long long)v->max_rss);
+	wire_key(key, sizeof(key), path, ".Commands", -1);
+	fprintf(out, "%s=%lld\n", key, (long long)v->commands);
+	wire_key(key, sizeof(key), path, ".Others", -1);
+	fprintf(out, "%s=%d\n", key, v->others ? 1 : 0);
+	wire_key(key, sizeof(key), path, ".Stopped", -1);
+	fprintf(out, "%s=%d\n", key, v->stopped ? 1 : 0);
+	wire_key(key, sizeof(key), path, ".Active", -1);
+	fprintf(out, "%s=%lld\n", key, (long long)v->active);
+	wire_key(key, sizeof(key), path, ".Total", -1);
+	fprintf(out, "%s=%lld\n", key, (long long)v->total);
 	wire_key(key, sizeof(key), path, ".Config", -1);
 	if (v->config != NULL)
 		wire_print_config(out, key, v->config);

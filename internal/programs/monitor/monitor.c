@@ -1,0 +1,223 @@
+/*
+ * The monitor of one persistent sandbox (docs/persistent.md): the host
+ * process that holds the sandbox while no jail process runs. It is the
+ * third role of jail's helper program: init.c's main calls monitor_main
+ * when started as
+ *
+ *   jail:monitor NAME SOCK PIDFD LISTENER LOCK DIR PARENT JANITOR
+ *
+ * by the sandbox's holder (jail's own program, re-executed), which booted
+ * the sandbox and then executed this program in its place, so that the
+ * sandbox's init is this process's child. It inherits these descriptors,
+ * whose numbers its arguments give (the holder is a Go program, whose
+ * runtime holds descriptors of its own until the exec, so it cannot move
+ * them to fixed numbers):
+ *
+ *   SOCK      the control socket to the init (the init's first connection)
+ *   PIDFD     a pidfd of the init
+ *   LISTENER  the sandbox's listening socket (ctl.sock in its state
+ *             directory)
+ *   LOCK      the sandbox's lock file, on which the holder took LOCK_EX:
+ *             held for this process's whole life, it tells a live sandbox
+ *             from a dead one
+ *   DIR       the sandbox's state directory; PARENT the directory holding
+ *             it (as NAME)
+ *   JANITOR   the write end of the cgroup janitor's pipe, held so that the
+ *             janitor removes the sandbox's cgroup once this process is
+ *             gone, whichever way it goes (/dev/null without a cgroup)
+ *
+ * For each client that connects whose peer uid (SO_PEERCRED) is this
+ * process's own, it makes a socket pair, sends one end to the init as an
+ * attach message and the other to the client: the client then talks to
+ * the init directly, through a connection of its own, which the init
+ * serves beside the others (init.c's serve). The monitor reads nothing a
+ * client sends, and nothing but its own attach messages reach the init's
+ * first connection; so a client can do no more than any client, and the
+ * monitor relays no output (an exec costs it nothing).
+ *
+ * When the init ends, the monitor reaps it and ends too: with status 0
+ * (asked to end: an end message, its TTL, its idle timeout) it first
+ * removes the state directory, which is then a removed sandbox; with any
+ * other end (killed, the sandbox's memory limit) it removes only ctl.sock
+ * and leaves the rest for `jail ls` to show as dead and `jail rm` to
+ * remove. Its death by any means ends the sandbox: the init's first
+ * connection hangs up, and the init kills everything and ends.
+ *
+ * It is C for memory: an idle Go process is 2.5 MiB of RSS, more than a
+ * sandbox's whole budget; this is about 0.15 MiB.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* The protocol's generated C end: this file uses its encoder only. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "../init/wire.h"
+#pragma GCC diagnostic pop
+
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
+
+/* The inherited descriptors, in the order of the arguments. */
+enum { INIT_SOCK, INIT_PIDFD, LISTENER, LOCK, STATE_DIR, STATE_PARENT, JANITOR, NFDS };
+static int fds[NFDS];
+
+/* send_one sends a message of kind, with fd attached, on sock. */
+static int send_one(int sock, const char *kind, int fd, int flags)
+{
+	struct wire_writer w = {0};
+	for (int i = 0; i < 4; i++)
+		wire_put_byte(&w, 0); /* the length, filled in below */
+	struct wire_message body = {.kind = (char *)kind};
+	wire_encode(&w, &body);
+	uint32_t size = (uint32_t)(w.len - 4);
+	for (int i = 0; i < 4; i++)
+		w.buf[i] = (unsigned char)(size >> (8 * i));
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} control;
+	memset(&control, 0, sizeof(control));
+	struct iovec iov = {w.buf, w.len};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf, .msg_controllen = sizeof(control.buf)};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	ssize_t n;
+	do
+		n = sendmsg(sock, &msg, MSG_NOSIGNAL | flags);
+	while (n < 0 && errno == EINTR);
+	/* The rest, should the first send have taken only part (never, for a
+	 * message this small on a socket with room). */
+	size_t done = n < 0 ? 0 : (size_t)n;
+	while (n >= 0 && done < w.len) {
+		n = send(sock, w.buf + done, w.len - done, MSG_NOSIGNAL | flags);
+		if (n < 0 && errno == EINTR)
+			n = 0;
+		else if (n > 0)
+			done += (size_t)n;
+	}
+	free(w.buf);
+	return n < 0 ? -1 : 0;
+}
+
+/* serve_client attaches one connected client; it returns -1 when the
+ * init's connection failed (the init is gone). */
+static int serve_client(int client)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	if (getsockopt(client, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || len != sizeof(cred) || cred.uid != geteuid()) {
+		close(client);
+		return 0;
+	}
+	int pair[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+		close(client);
+		return 0;
+	}
+	int err = send_one(fds[INIT_SOCK], "attach", pair[0], 0);
+	close(pair[0]);
+	if (err == 0)
+		(void)send_one(client, "attached", pair[1], MSG_DONTWAIT);
+	close(pair[1]);
+	close(client);
+	return err;
+}
+
+/* remove_state removes the sandbox's state directory: every entry (all
+ * files the sandbox's own programs made, none a directory), then the
+ * directory, under the lock this process holds. */
+static void remove_state(const char *name)
+{
+	int fd = openat(fds[STATE_DIR], ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	if (d == NULL) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+			(void)unlinkat(fds[STATE_DIR], e->d_name, 0);
+	}
+	closedir(d);
+	(void)unlinkat(fds[STATE_PARENT], name, AT_REMOVEDIR);
+}
+
+int monitor_main(int argc, char **argv);
+
+int monitor_main(int argc, char **argv)
+{
+	prctl(PR_SET_NAME, "jail-monitor", 0, 0, 0);
+	if (argc != 2 + NFDS || strcmp(argv[0], "jail:monitor") != 0 || argv[1][0] == '\0' || strchr(argv[1], '/') != NULL ||
+	    strcmp(argv[1], ".") == 0 || strcmp(argv[1], "..") == 0) {
+		fputs("jail: this program is started by jail only\n", stderr);
+		return 125;
+	}
+	const char *name = argv[1];
+	for (int i = 0; i < NFDS; i++) {
+		char *end;
+		errno = 0;
+		long fd = strtol(argv[2 + i], &end, 10);
+		if (errno != 0 || *end != '\0' || end == argv[2 + i] || fd < 3 || fd > 1 << 20 || fcntl((int)fd, F_GETFD) < 0) {
+			fprintf(stderr, "jail: monitor: descriptor %s missing\n", argv[2 + i]);
+			return 125;
+		}
+		fds[i] = (int)fd;
+		(void)fcntl(fds[i], F_SETFD, FD_CLOEXEC);
+	}
+	signal(SIGPIPE, SIG_IGN);
+	/* A monitor outlives whoever made it: no terminal, nothing to print
+	 * to. */
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null >= 0) {
+		for (int fd = 0; fd <= 2; fd++)
+			dup2(null, fd);
+		close(null);
+	}
+
+	for (;;) {
+		struct pollfd pfd[2] = {{.fd = fds[INIT_PIDFD], .events = POLLIN}, {.fd = fds[LISTENER], .events = POLLIN}};
+		if (poll(pfd, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (pfd[0].revents != 0)
+			break;
+		if (pfd[1].revents != 0) {
+			int client = accept4(fds[LISTENER], NULL, NULL, SOCK_CLOEXEC);
+			if (client >= 0 && serve_client(client) != 0)
+				break;
+		}
+	}
+	(void)unlinkat(fds[STATE_DIR], "ctl.sock", 0);
+	siginfo_t info;
+	memset(&info, 0, sizeof(info));
+	int status = 1;
+	if (waitid((idtype_t)P_PIDFD, (id_t)fds[INIT_PIDFD], &info, WEXITED) == 0)
+		status = info.si_code == CLD_EXITED && info.si_status == 0 ? 0 : 1;
+	if (status == 0)
+		remove_state(name);
+	return 0;
+}
