@@ -250,26 +250,29 @@ type Health struct {
 // Bounds on labels: they are shown by `jail ls` and written into the audit
 // log with every command, so a few short lines' worth.
 const (
-	MaxLabels        = 64
-	MaxLabelKeyLen   = 128
-	MaxLabelValueLen = 1024
+	MaxLabels     = 64
+	MaxLabelBytes = 1024 // key and value together
 )
 
-// CheckLabels refuses labels that a K=V filter could not name (an empty key,
-// or one holding '='), that hold control characters (they are printed on
-// terminals), or beyond the bounds above.
+// CheckLabels refuses labels beyond the bounds above, a key that is not
+// letters, digits, '_', '.', '/' and '-' (as Kubernetes' keys; so a K=V
+// filter always names it), and a value that holds a control character (it
+// is printed on terminals).
 func CheckLabels(labels map[string]string) error {
 	if len(labels) > MaxLabels {
 		return fmt.Errorf("labels: %d: at most %d", len(labels), MaxLabels)
 	}
 	for k, v := range labels {
-		switch {
-		case k == "" || len(k) > MaxLabelKeyLen || strings.ContainsRune(k, '='):
-			return fmt.Errorf("labels: %q: a key is 1 to %d bytes with no '='", short(k), MaxLabelKeyLen)
-		case len(v) > MaxLabelValueLen:
-			return fmt.Errorf("labels: %s: a value is at most %d bytes", short(k), MaxLabelValueLen)
-		case strings.ContainsFunc(k+v, unicode.IsControl):
-			return fmt.Errorf("labels: %q: control characters", short(k))
+		if k == "" || len(k)+len(v) > MaxLabelBytes {
+			return fmt.Errorf("labels: %q: a label is K=V, K not empty, at most %d bytes", short(k), MaxLabelBytes)
+		}
+		for _, c := range k {
+			if !(c == '_' || c == '.' || c == '/' || c == '-' || ('0' <= c && c <= '9') || ('A' <= c && c <= 'Z') || ('a' <= c && c <= 'z')) {
+				return fmt.Errorf("labels: %q: a label's key is letters, digits, _ . / -", short(k))
+			}
+		}
+		if strings.ContainsFunc(v, unicode.IsControl) {
+			return fmt.Errorf("labels: %q: its value holds a control character", short(k))
 		}
 	}
 	return nil

@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -137,7 +138,7 @@ func TestCheckName(t *testing.T) {
 func TestCheckLabels(t *testing.T) {
 	many := map[string]string{}
 	for i := range MaxLabels + 1 {
-		many[strings.Repeat("k", i+1)] = "v"
+		many[fmt.Sprint("k", i)] = "v"
 	}
 	for _, c := range []struct {
 		name   string
@@ -145,16 +146,17 @@ func TestCheckLabels(t *testing.T) {
 		ok     bool
 	}{
 		{"none", nil, true},
-		{"ordinary", map[string]string{"team": "a", "run.id": "42", "empty": ""}, true},
-		{"value with =", map[string]string{"k": "a=b"}, true},
-		{"unicode", map[string]string{"équipe": "été"}, true},
-		{"the longest", map[string]string{strings.Repeat("k", MaxLabelKeyLen): strings.Repeat("v", MaxLabelValueLen)}, true},
+		{"ordinary", map[string]string{"team": "a", "run.id": "42", "app.io/tier": "web", "empty": ""}, true},
+		{"value with = and spaces", map[string]string{"k": "a=b c"}, true},
+		{"unicode value", map[string]string{"k": "été"}, true},
+		{"the longest", map[string]string{"k": strings.Repeat("v", MaxLabelBytes-1)}, true},
 		{"empty key", map[string]string{"": "v"}, false},
 		{"key with =", map[string]string{"a=b": "v"}, false},
-		{"key too long", map[string]string{strings.Repeat("k", MaxLabelKeyLen+1): "v"}, false},
-		{"value too long", map[string]string{"k": strings.Repeat("v", MaxLabelValueLen+1)}, false},
+		{"key with a space", map[string]string{"a b": "v"}, false},
+		{"unicode key", map[string]string{"équipe": "v"}, false},
+		{"too long", map[string]string{"k": strings.Repeat("v", MaxLabelBytes)}, false},
 		{"escape in a value", map[string]string{"k": "\x1b[31m"}, false},
-		{"newline in a key", map[string]string{"a\nb": "v"}, false},
+		{"newline in a value", map[string]string{"k": "a\nb"}, false},
 		{"NUL in a value", map[string]string{"k": "a\x00"}, false},
 		{"DEL", map[string]string{"k": "\x7f"}, false},
 		{"C1 control", map[string]string{"k": "\u009b"}, false},

@@ -64,7 +64,7 @@ func (c *Client) Close() { c.http.CloseIdleConnections() }
 
 // Error is an answer other than 2xx: the server refused the request (4xx:
 // bad input, nothing was started; 404: no such sandbox; 409: a sandbox of
-// that name exists, or is not dead and was removed without force) or
+// that name exists, or runs and was removed without force) or
 // failed (5xx).
 type Error struct {
 	Status  int
@@ -78,7 +78,7 @@ func (e *Error) Error() string { return fmt.Sprintf("%s (HTTP %d)", e.Message, e
 func IsNotFound(err error) bool { return hasStatus(err, http.StatusNotFound) }
 
 // IsConflict tells an answer 409: CreateSandbox of a name taken without
-// Reuse, RemoveSandbox of a sandbox that is not dead without force.
+// Reuse, RemoveSandbox of a running sandbox without force.
 func IsConflict(err error) bool { return hasStatus(err, http.StatusConflict) }
 
 func hasStatus(err error, status int) bool {

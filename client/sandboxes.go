@@ -70,8 +70,8 @@ func (c *Client) GetSandbox(ctx context.Context, name string) (api.SandboxInfo, 
 	return info, err
 }
 
-// RemoveSandbox removes the sandbox name: a dead one, or with force any
-// (its processes are killed).
+// RemoveSandbox removes the sandbox name: a stopped or dead one, or with
+// force a running one too (its processes are killed).
 func (c *Client) RemoveSandbox(ctx context.Context, name string, force bool) error {
 	path, err := sandboxPath(name, "")
 	if err != nil {

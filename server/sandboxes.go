@@ -256,7 +256,7 @@ func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request, name string)
 }
 
 // removeSandbox answers DELETE /v1/sandboxes/{name}[?force=1]: 204, or 409
-// for a sandbox that is not dead without force.
+// for a running sandbox without force.
 func (s *Server) removeSandbox(w http.ResponseWriter, r *http.Request, name string) {
 	force, ok := boolParam(w, r, "force")
 	if !ok {
@@ -273,7 +273,7 @@ func (s *Server) removeSandbox(w http.ResponseWriter, r *http.Request, name stri
 			writeFailure(w, err)
 			return
 		}
-		if info.State != jail.StateDead {
+		if info.State == jail.StateRunning {
 			writeError(w, http.StatusConflict, fmt.Sprintf("jail: sandbox %s is %s: remove it with force=1", name, info.State))
 			return
 		}
