@@ -11,6 +11,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/jail-sandbox/jail/internal/sandboxlog"
+	"github.com/jail-sandbox/jail/internal/secrets"
 	"github.com/jail-sandbox/jail/internal/supervisor"
 )
 
@@ -42,6 +44,13 @@ type execIO struct {
 	// stdinW is the write end of the stdin pipe, closed at the end.
 	stdinW *os.File
 	master *os.File
+	// sinks are where each stream's copy writes, in the order of
+	// outputs: its secrets' redaction first, then the stream and the
+	// sandbox's log; flushed and closed by wait.
+	sinks   []io.Writer
+	closers []io.Closer
+	values  secrets.Values
+	log     *sandboxlog.Log
 }
 
 // outputStream is one output stream: what it goes to and what is kept.
@@ -75,12 +84,36 @@ func (o *outputStream) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func newExecIO(p *Process, limit int64) *execIO {
-	return &execIO{
+// newExecIO makes the stdio of p: its output, with every exact
+// occurrence of a secret's value replaced by [secret:NAME], goes to its
+// writers, is kept with Capture, and is appended to log (nil: none) line
+// by line.
+func newExecIO(p *Process, limit int64, values secrets.Values, log *sandboxlog.Log) *execIO {
+	x := &execIO{
 		p:      p,
 		stdout: &outputStream{w: p.Stdout, keep: p.Capture, limit: limit},
 		stderr: &outputStream{w: p.Stderr, keep: p.Capture, limit: limit},
+		values: values,
+		log:    log,
 	}
+	return x
+}
+
+// sink is what the copy of out writes to.
+func (x *execIO) sink(out *outputStream) io.Writer {
+	var w io.Writer = out
+	if x.log != nil {
+		line := x.log.Line()
+		x.closers = append(x.closers, line)
+		w = io.MultiWriter(out, line)
+	}
+	if x.values.Len() > 0 {
+		r := secrets.NewRedactor(w, x.values)
+		// Flushed before the line writers close, which come later.
+		x.closers = append([]io.Closer{r}, x.closers...)
+		w = r
+	}
+	return w
 }
 
 // pipes makes the command's stdin, stdout and stderr and starts their
@@ -112,7 +145,7 @@ func (x *execIO) pipes(req *supervisor.ExecRequest) error {
 		}
 		x.child = append(x.child, w)
 		x.readEnds = append(x.readEnds, r)
-		x.copy(out, r)
+		x.copy(x.sink(out), r)
 	}
 	req.Stdin, req.Stdout, req.Stderr = x.child[0], x.child[1], x.child[2]
 	req.Started = func(master *os.File) {
@@ -183,7 +216,7 @@ func (x *execIO) terminal(master *os.File) {
 		}()
 	}
 	x.readEnds = append(x.readEnds, m)
-	x.copy(x.stdout, m)
+	x.copy(x.sink(x.stdout), m)
 }
 
 func (x *execIO) closeChild() {
@@ -205,6 +238,10 @@ func (x *execIO) wait() {
 		_ = r.SetReadDeadline(time.Now().Add(drainAfterExit))
 	}
 	x.copies.Wait()
+	for _, c := range x.closers {
+		_ = c.Close()
+	}
+	x.closers = nil
 }
 
 // close lets go of everything.

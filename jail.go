@@ -76,8 +76,13 @@ type Spec struct {
 	Mounts []Mount
 	// Env holds K=V entries added to the sandbox's minimal environment.
 	Env []string
-	// Secrets are logical secret names (not yet supported).
+	// Secrets are logical secret names (jail secret add): each value is
+	// read when the command starts, injected as the environment variable
+	// NAME, and replaced by [secret:NAME] in the command's output.
 	Secrets []string
+	// SecretEnv, when set, is asked first for JAIL_SECRET_<NAME> (jail
+	// serve passes its own environment).
+	SecretEnv func(string) string
 	// User is "UID[:GID]" inside the sandbox; "" means 0:0.
 	User string
 	// Workdir is the working directory inside; Hostname the host name.

@@ -20,8 +20,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/jail-sandbox/jail/cgroups"
+	"github.com/jail-sandbox/jail/internal/audit"
 	"github.com/jail-sandbox/jail/internal/config"
 	"github.com/jail-sandbox/jail/internal/sandboxdir"
+	"github.com/jail-sandbox/jail/internal/sandboxlog"
+	"github.com/jail-sandbox/jail/internal/secrets"
 	"github.com/jail-sandbox/jail/internal/supervisor"
 )
 
@@ -37,6 +40,12 @@ type ManagerOptions struct {
 	// SecretEnv, when set, is consulted first for a secret NAME as
 	// JAIL_SECRET_<NAME> (jail serve passes its own environment).
 	SecretEnv func(key string) string
+	// Notices receives jail's remarks (an audit log that cannot be
+	// written), one line each; nil: os.Stderr.
+	Notices io.Writer
+	// LogBound bounds each sandbox's log of its execs' output: at most
+	// about twice this on disk (0: 1 MiB).
+	LogBound int64
 }
 
 // Manager makes, finds and removes the persistent sandboxes of this
@@ -46,6 +55,7 @@ type ManagerOptions struct {
 type Manager struct {
 	opts  ManagerOptions
 	store *sandboxdir.Store
+	audit *audit.Log // nil: none
 
 	mu    sync.Mutex
 	conns map[string]*sandboxConn
@@ -59,10 +69,14 @@ type sandboxConn struct {
 	process config.Process
 	cgroup  []string
 	stored  storedSpec
+	log     *sandboxlog.Log // nil: it could not be opened
 }
 
 func (c *sandboxConn) close() {
 	c.client.Close()
+	if c.log != nil {
+		c.log.Close()
+	}
 	c.sb.Close()
 }
 
@@ -82,7 +96,59 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 	if err != nil {
 		return nil, &SetupError{Step: "state directory", Err: err}
 	}
-	return &Manager{opts: opts, store: store, conns: map[string]*sandboxConn{}}, nil
+	m := &Manager{opts: opts, store: store, conns: map[string]*sandboxConn{}}
+	path := opts.AuditLog
+	if path == "" {
+		path = audit.DefaultPath(os.Geteuid(), os.Getenv)
+	}
+	if path != "" && path != "-" {
+		if m.audit, err = audit.Open(path); err != nil {
+			m.notice("audit log: %v (nothing is recorded)", err)
+		}
+	}
+	return m, nil
+}
+
+// notice writes one of jail's remarks.
+func (m *Manager) notice(format string, args ...any) {
+	w := m.opts.Notices
+	if w == nil {
+		w = os.Stderr
+	}
+	fmt.Fprintf(w, "jail: notice: "+format+"\n", args...)
+}
+
+// record appends e to the audit log, as asked by this process's user.
+func (m *Manager) record(e audit.Event) {
+	if m.audit == nil {
+		return
+	}
+	e.UID = os.Getuid()
+	if err := m.audit.Write(e); err != nil {
+		m.notice("audit log: %v", err)
+	}
+}
+
+// secretValues reads the values of the secrets names (nil when none).
+func (m *Manager) secretValues(names []string) (secrets.Values, error) {
+	return secretValues(names, m.opts.SecretEnv)
+}
+
+// secretValues reads the values of the secrets names from the caller's
+// definitions, override first (JAIL_SECRET_<NAME>, jail serve's).
+func secretValues(names []string, override func(string) string) (secrets.Values, error) {
+	if len(names) == 0 {
+		return secrets.Values{}, nil
+	}
+	store, err := secrets.DefaultStore(os.Getenv)
+	if err == nil {
+		var v secrets.Values
+		v, err = secrets.Resolve(names, secrets.Options{Store: store, Getenv: os.Getenv, Override: override})
+		if err == nil {
+			return v, nil
+		}
+	}
+	return secrets.Values{}, &SetupError{Step: "--secret", Err: err, Refused: true}
 }
 
 // Close lets go of the connections the Manager keeps; the sandboxes live
@@ -239,6 +305,11 @@ func (m *Manager) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 		}
 		return nil, err
 	}
+	// Each secret must be there now; its value is read again at each
+	// exec, and never kept.
+	if _, err := m.secretValues(spec.Secrets); err != nil {
+		return nil, err
+	}
 	stored := storedOf(&spec)
 	for attempt := 0; ; attempt++ {
 		sb, err := m.store.Create(spec.Name)
@@ -262,6 +333,11 @@ func (m *Manager) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 		}
 		s, err := m.boot(ctx, sb, stored)
 		sb.Close()
+		e := audit.Event{Event: audit.Create, Sandbox: spec.Name, Labels: spec.Labels}
+		if err != nil {
+			e.Error = err.Error()
+		}
+		m.record(e)
 		return s, err
 	}
 }
@@ -452,6 +528,10 @@ func (m *Manager) Remove(name string, force bool) error {
 		return m.openError(name, err)
 	}
 	defer sb.Close()
+	var labels map[string]string
+	if stored, err := readStored(sb); err == nil {
+		labels = stored.Labels
+	}
 	if live, _ := sb.Live(); live {
 		c, err := supervisor.Dial(sb.Dir())
 		if err == nil {
@@ -472,6 +552,7 @@ func (m *Manager) Remove(name string, force bool) error {
 	if err := m.store.Remove(name); err != nil && !errors.Is(err, sandboxdir.ErrNotFound) {
 		return &SetupError{Step: "rm " + name, Err: err}
 	}
+	m.record(audit.Event{Event: audit.Remove, Sandbox: name, Labels: labels})
 	return nil
 }
 
@@ -519,7 +600,7 @@ func (m *Manager) conn(name string) (*sandboxConn, error) {
 	if err != nil {
 		return nil, m.openError(name, err)
 	}
-	c, err = dialSandbox(sb)
+	c, err = dialSandbox(sb, m.opts.LogBound)
 	if err != nil {
 		sb.Close()
 		return nil, err
@@ -535,7 +616,7 @@ func (m *Manager) conn(name string) (*sandboxConn, error) {
 	return c, nil
 }
 
-func dialSandbox(sb *sandboxdir.Sandbox) (*sandboxConn, error) {
+func dialSandbox(sb *sandboxdir.Sandbox, bound int64) (*sandboxConn, error) {
 	stored, err := readStored(sb)
 	if err != nil {
 		return nil, &SetupError{Step: "sandbox " + sb.Name, Err: err}
@@ -562,6 +643,7 @@ func dialSandbox(sb *sandboxdir.Sandbox) (*sandboxConn, error) {
 	if data, err := sb.ReadFile(cgroupFile); err == nil {
 		_ = json.Unmarshal(data, &c.cgroup)
 	}
+	c.log, _ = sandboxlog.Open(sb.Dir(), bound)
 	return c, nil
 }
 
@@ -590,6 +672,7 @@ func (s *Sandbox) Start(ctx context.Context) error {
 	if err := c.client.SignalAll(0, false); err != nil {
 		return s.gone(err)
 	}
+	s.m.record(audit.Event{Event: audit.Start, Sandbox: s.name, Labels: c.stored.Labels})
 	return nil
 }
 
@@ -609,15 +692,21 @@ func (s *Sandbox) Stop(ctx context.Context, grace time.Duration) error {
 	if err != nil {
 		return err
 	}
+	start := time.Now()
 	if err := c.client.SignalAll(unix.SIGTERM, true); err != nil {
 		return s.gone(err)
 	}
 	gctx, cancel := context.WithTimeout(ctx, grace)
 	defer cancel()
-	if s.waitEmpty(gctx, c) == nil {
-		return nil
+	if s.waitEmpty(gctx, c) != nil {
+		err = s.kill(ctx, c)
 	}
-	return s.kill(ctx, c)
+	e := audit.Event{Event: audit.Stop, Sandbox: s.name, Labels: c.stored.Labels, Duration: time.Since(start)}
+	if err != nil {
+		e.Error = err.Error()
+	}
+	s.m.record(e)
+	return err
 }
 
 // Kill sends SIGKILL to every process in the sandbox, keeping its files.
@@ -626,7 +715,13 @@ func (s *Sandbox) Kill() error {
 	if err != nil {
 		return err
 	}
-	return s.kill(context.Background(), c)
+	err = s.kill(context.Background(), c)
+	e := audit.Event{Event: audit.Kill, Sandbox: s.name, Labels: c.stored.Labels}
+	if err != nil {
+		e.Error = err.Error()
+	}
+	s.m.record(e)
+	return err
 }
 
 func (s *Sandbox) kill(ctx context.Context, c *sandboxConn) error {
@@ -662,7 +757,19 @@ func (s *Sandbox) waitEmpty(ctx context.Context, c *sandboxConn) error {
 // Logs returns the combined output of the sandbox's commands, its last
 // tail lines (0: all that is kept).
 func (s *Sandbox) Logs(tail int) ([]byte, error) {
-	return nil, &SetupError{Step: "logs", Err: errors.New("not implemented yet")}
+	if tail < 0 {
+		return nil, invalid("--tail", "%d: must be positive", tail)
+	}
+	sb, err := s.m.store.Open(s.name)
+	if err != nil {
+		return nil, s.m.openError(s.name, err)
+	}
+	defer sb.Close()
+	out, err := sandboxlog.Tail(sb.Dir(), tail)
+	if err != nil {
+		return nil, &SetupError{Step: "logs " + s.name, Err: err}
+	}
+	return out, nil
 }
 
 // Info describes the sandbox.
@@ -713,7 +820,7 @@ func (s *Sandbox) Info() (SandboxInfo, error) {
 // how it ended, as Run does: a *SetupError when it could not be started
 // (exit status 125), an *ExecError when its program could not be executed
 // (126, 127), and otherwise the Result, whatever its exit status.
-func (s *Sandbox) Exec(ctx context.Context, p Process) (Result, error) {
+func (s *Sandbox) Exec(ctx context.Context, p Process) (res Result, err error) {
 	start := time.Now()
 	if err := checkProcess(&p); err != nil {
 		return Result{ExitCode: ExitSetup}, err
@@ -722,10 +829,15 @@ func (s *Sandbox) Exec(ctx context.Context, p Process) (Result, error) {
 	if err != nil {
 		return Result{ExitCode: ExitSetup}, err
 	}
+	values, err := s.m.secretValues(append(append([]string(nil), c.stored.Options.Secrets...), p.Secrets...))
+	if err != nil {
+		return Result{ExitCode: ExitSetup}, err
+	}
 	proc, err := execProcess(c, &p)
 	if err != nil {
 		return Result{ExitCode: ExitSetup}, err
 	}
+	proc.Env = mergeEnv(proc.Env, values.Env())
 	timeout := p.Timeout
 	if timeout == 0 {
 		timeout = c.stored.Options.Timeout
@@ -740,8 +852,9 @@ func (s *Sandbox) Exec(ctx context.Context, p Process) (Result, error) {
 	if limit == 0 {
 		limit = DefaultOutputLimit
 	}
-	io := newExecIO(&p, limit)
+	io := newExecIO(&p, limit, values, c.log)
 	defer io.close()
+	defer func() { s.recordExec(c, &p, values, start, res, err) }()
 	req := supervisor.ExecRequest{Process: proc, Signals: p.Signals}
 	if p.TTY {
 		req.Started = io.terminal
@@ -758,7 +871,7 @@ func (s *Sandbox) Exec(ctx context.Context, p Process) (Result, error) {
 	}
 	st, err := c.client.Exec(runCtx, req)
 	io.wait()
-	res := Result{ExitCode: st.Code, Signal: st.Signal, CPUMS: st.CPU.Milliseconds(), PeakMemoryBytes: st.MaxRSS}
+	res = Result{ExitCode: st.Code, Signal: st.Signal, CPUMS: st.CPU.Milliseconds(), PeakMemoryBytes: st.MaxRSS}
 	res.WallMS = time.Since(start).Milliseconds()
 	io.fill(&res)
 	if err != nil {
@@ -781,6 +894,27 @@ func (s *Sandbox) Exec(ctx context.Context, p Process) (Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// recordExec writes the audit line of an exec: its command with secrets'
+// values replaced, never its environment.
+func (s *Sandbox) recordExec(c *sandboxConn, p *Process, values secrets.Values, start time.Time, res Result, err error) {
+	if s.m.audit == nil {
+		return
+	}
+	command := make([]string, len(p.Command))
+	for i, a := range p.Command {
+		command[i] = values.Redact(a)
+	}
+	e := audit.Event{
+		Event: audit.Exec, Sandbox: s.name, Labels: c.stored.Labels, Command: command, User: p.User,
+		ExitCode: res.ExitCode, Signal: res.Signal, Duration: time.Since(start),
+		CPU: time.Duration(res.CPUMS) * time.Millisecond, PeakMemory: res.PeakMemoryBytes,
+	}
+	if err != nil {
+		e.Error = values.Redact(err.Error())
+	}
+	s.m.record(e)
 }
 
 // checkProcess checks p as validate checks a Spec.
@@ -874,4 +1008,3 @@ func mergeEnv(base, extra []string) []string {
 	}
 	return out
 }
-

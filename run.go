@@ -4,8 +4,11 @@ package jail
 
 import (
 	"context"
+	"errors"
+	"io"
 	"time"
 
+	"github.com/jail-sandbox/jail/internal/secrets"
 	"github.com/jail-sandbox/jail/internal/supervisor"
 )
 
@@ -33,6 +36,22 @@ func run(ctx context.Context, pool *supervisor.Pool, spec Spec) (Result, *superv
 	if err := startedWithoutInit(); err != nil {
 		return Result{ExitCode: ExitSetup}, t, err
 	}
+	// Secrets' values are read now, go into the command's environment
+	// only, and are replaced by [secret:NAME] in what comes out.
+	var values secrets.Values
+	if len(spec.Secrets) > 0 {
+		if err := validate(&spec); err != nil {
+			return Result{ExitCode: ExitSetup}, t, err
+		}
+		var err error
+		if values, err = secretValues(spec.Secrets, spec.SecretEnv); err != nil {
+			return Result{ExitCode: ExitSetup}, t, err
+		}
+		spec.Env = append(append([]string(nil), spec.Env...), values.Env()...)
+		var flush func()
+		spec.Stdout, spec.Stderr, flush = redactWriters(spec.Stdout, spec.Stderr, values)
+		defer flush()
+	}
 	p, err := prepare(&spec)
 	if err != nil {
 		return Result{ExitCode: ExitSetup}, t, err
@@ -45,7 +64,46 @@ func run(ctx context.Context, pool *supervisor.Pool, spec Spec) (Result, *superv
 		res, err = supervisor.Run(ctx, jobOf(&spec), p, t)
 	}
 	t.Done = time.Now()
+	if values.Len() > 0 {
+		res.Stdout, res.Stderr = values.Redact(res.Stdout), values.Redact(res.Stderr)
+		if err != nil {
+			err = redactError(err, values)
+		}
+	}
 	return res, t, err
+}
+
+// redactWriters wraps stdout and stderr (nil stays nil) in redactors of
+// values; flush writes what they hold back.
+func redactWriters(stdout, stderr io.Writer, values secrets.Values) (io.Writer, io.Writer, func()) {
+	var rs []*secrets.Redactor
+	wrap := func(w io.Writer) io.Writer {
+		if w == nil {
+			return nil
+		}
+		r := secrets.NewRedactor(w, values)
+		rs = append(rs, r)
+		return r
+	}
+	out, errw := wrap(stdout), wrap(stderr)
+	return out, errw, func() {
+		for _, r := range rs {
+			_ = r.Flush()
+		}
+	}
+}
+
+// redactError replaces secrets' values in err's text, keeping its type.
+func redactError(err error, values secrets.Values) error {
+	var se *SetupError
+	var ee *ExecError
+	switch {
+	case errors.As(err, &ee):
+		return &ExecError{Code: ee.Code, Reason: values.Redact(ee.Reason)}
+	case errors.As(err, &se):
+		return &SetupError{Step: values.Redact(se.Step), Err: errors.New(values.Redact(se.Err.Error())), Refused: se.Refused}
+	}
+	return err
 }
 
 // jobOf is what the supervisor needs of spec beside its plan.

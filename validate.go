@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/jail-sandbox/jail/internal/secrets"
 	"github.com/jail-sandbox/jail/rootfs"
 )
 
@@ -29,6 +30,7 @@ const (
 	maxEnvKey     = 255
 	maxHostname   = 64
 	maxMounts     = 64
+	maxSecrets    = 64
 	// maxPids is the kernel's PID_MAX_LIMIT on 64-bit: pids.max refuses
 	// more.
 	maxPids = 4 << 20
@@ -98,10 +100,20 @@ func checkNet(spec *Spec) error {
 	return nil
 }
 
-// checkSecrets: secrets are not supported yet.
+// checkSecrets: at most maxSecrets names, each a variable's name (the
+// variable it is injected as); NAME@HOST (the gateway's) is not supported
+// yet.
 func checkSecrets(spec *Spec) error {
-	if len(spec.Secrets) > 0 {
-		return invalid("--secret", "secrets are not supported yet")
+	if len(spec.Secrets) > maxSecrets {
+		return invalid("--secret", "more than %d secrets", maxSecrets)
+	}
+	for _, name := range spec.Secrets {
+		if strings.Contains(name, "@") {
+			return invalid("--secret "+truncate(name), "secrets bound to hosts (NAME@HOST) are not supported yet")
+		}
+		if !secrets.ValidName(name) {
+			return invalid("--secret "+truncate(name), "a secret's name is a variable name: a letter or _, then letters, digits or _")
+		}
 	}
 	return nil
 }

@@ -46,7 +46,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.workspace, "workspace", "", "host directory bound read-write at /workspace")
 	fs.Var(&f.mounts, "mount", "SRC:DST[:ro|:rw] extra bind mount (repeatable)")
 	fs.Var(&f.env, "env", "K=V to set, or K to copy from the caller (repeatable)")
-	fs.Var(&f.secrets, "secret", "not supported yet: refused (exit 125)")
+	fs.Var(&f.secrets, "secret", "NAME of a secret (jail secret add) to inject as the variable NAME (repeatable)")
 	fs.StringVar(&f.user, "user", "", "UID[:GID] inside the sandbox (default 0)")
 	fs.StringVar(&f.workdir, "workdir", "", "working directory inside the sandbox")
 	fs.StringVar(&f.hostname, "hostname", "", "host name inside the sandbox")

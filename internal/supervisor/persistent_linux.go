@@ -6,7 +6,6 @@ import (
 	"os"
 	"sync"
 
-
 	"github.com/jail-sandbox/jail/internal/config"
 	"github.com/jail-sandbox/jail/internal/control"
 )
