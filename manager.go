@@ -5,6 +5,8 @@ import (
 	"io"
 	"os"
 	"time"
+
+	"github.com/jail-sandbox/jail/api"
 )
 
 // Persistent sandboxes (docs/persistent.md): a Manager makes, finds and
@@ -68,24 +70,9 @@ type Process struct {
 }
 
 // SandboxInfo is what `jail ls` and GET /v1/sandboxes/{name} show of a
-// sandbox.
-type SandboxInfo struct {
-	Name   string            `json:"name"`
-	State  string            `json:"state"`
-	Image  string            `json:"image,omitempty"`
-	Rootfs string            `json:"rootfs,omitempty"`
-	Labels map[string]string `json:"labels,omitempty"`
-	// Created and LastExec (zero: none yet) are wall-clock times.
-	Created  time.Time `json:"created"`
-	LastExec time.Time `json:"last_exec,omitempty"`
-	// CPUMs and PeakMemoryBytes are the sandbox's so far (its cgroup's),
-	// 0 when not known (a dead or stopped sandbox).
-	CPUMs           int64 `json:"cpu_ms"`
-	PeakMemoryBytes int64 `json:"peak_memory_bytes"`
-	// TTL and IdleTimeout as created (0: none).
-	TTLSeconds         float64 `json:"ttl_s,omitempty"`
-	IdleTimeoutSeconds float64 `json:"idle_timeout_s,omitempty"`
-}
+// sandbox: its name, state, root, labels, times and use so far. It is the
+// one type of the CLI, the Go API and the HTTP API (package api).
+type SandboxInfo = api.SandboxInfo
 
 // DefaultStopGrace is how long Stop waits after SIGTERM before SIGKILL.
 const DefaultStopGrace = 10 * time.Second

@@ -62,8 +62,10 @@ func ServerUser(uid int) Option {
 // Close lets go of idle connections.
 func (c *Client) Close() { c.http.CloseIdleConnections() }
 
-// Error is an answer other than 200: the server refused the request (4xx:
-// bad input, nothing was started) or failed (5xx).
+// Error is an answer other than 2xx: the server refused the request (4xx:
+// bad input, nothing was started; 404: no such sandbox; 409: a sandbox of
+// that name exists, or runs and was removed without force) or
+// failed (5xx).
 type Error struct {
 	Status  int
 	Message string
@@ -71,30 +73,44 @@ type Error struct {
 
 func (e *Error) Error() string { return fmt.Sprintf("%s (HTTP %d)", e.Message, e.Status) }
 
+// IsNotFound tells an answer 404, which the sandbox endpoints give for a
+// sandbox that does not exist.
+func IsNotFound(err error) bool { return hasStatus(err, http.StatusNotFound) }
+
+// IsConflict tells an answer 409: CreateSandbox of a name taken without
+// Reuse, RemoveSandbox of a running sandbox without force.
+func IsConflict(err error) bool { return hasStatus(err, http.StatusConflict) }
+
+func hasStatus(err error, status int) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Status == status
+}
+
 // Run runs a command in a new sandbox and returns its result. A command
 // that ran returns a nil error whatever its exit code; one that could not be
 // executed has exit code 126 or 127 and Result.Error set.
 func (c *Client) Run(ctx context.Context, req api.RunRequest) (api.Result, error) {
 	var res api.Result
-	resp, err := c.post(ctx, api.PathRun, req)
-	if err != nil {
-		return res, err
-	}
-	defer resp.Body.Close()
-	err = json.NewDecoder(resp.Body).Decode(&res)
+	_, err := c.call(ctx, http.MethodPost, api.PathRun, req, &res)
 	return res, err
 }
 
 // Stream runs a command as Run does, writing its output to stdout and
 // stderr as it comes.
 func (c *Client) Stream(ctx context.Context, req api.RunRequest, stdout, stderr io.Writer) (api.Result, error) {
-	var res api.Result
-	resp, err := c.post(ctx, api.PathRun+"?stream=1", req)
+	resp, err := c.do(ctx, http.MethodPost, api.PathRun+"?stream=1", req)
 	if err != nil {
-		return res, err
+		return api.Result{}, err
 	}
 	defer resp.Body.Close()
-	lines := bufio.NewScanner(resp.Body)
+	return readStream(resp.Body, stdout, stderr)
+}
+
+// readStream reads a streamed answer: events, whose data it writes to
+// stdout and stderr, and the result last (or an error).
+func readStream(body io.Reader, stdout, stderr io.Writer) (api.Result, error) {
+	var res api.Result
+	lines := bufio.NewScanner(body)
 	lines.Buffer(make([]byte, 64<<10), 64<<20)
 	for lines.Scan() {
 		var line struct {
@@ -128,40 +144,53 @@ func (c *Client) Stream(ctx context.Context, req api.RunRequest, stdout, stderr 
 // Health asks whether the server is up.
 func (c *Client) Health(ctx context.Context) (api.Health, error) {
 	var h api.Health
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://jail"+api.PathHealth, nil)
-	if err != nil {
-		return h, err
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return h, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return h, errorOf(resp)
-	}
-	return h, json.NewDecoder(resp.Body).Decode(&h)
+	_, err := c.call(ctx, http.MethodGet, api.PathHealth, nil, &h)
+	return h, err
 }
 
-func (c *Client) post(ctx context.Context, path string, body any) (*http.Response, error) {
-	data, err := json.Marshal(body)
+// do sends a request, with body as JSON unless nil, and returns the
+// answer when its status is 2xx; otherwise the *Error it is.
+func (c *Client) do(ctx context.Context, method, path string, body any) (*http.Response, error) {
+	var data io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		data = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://jail"+path, data)
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://jail"+path, bytes.NewReader(data))
-	if err != nil {
-		return nil, err
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
-	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, err
 	}
-	if resp.StatusCode != http.StatusOK {
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		defer resp.Body.Close()
 		return nil, errorOf(resp)
 	}
 	return resp, nil
+}
+
+// call sends a request as do does and reads its JSON answer into out,
+// unless nil. It returns the answer's status.
+func (c *Client) call(ctx context.Context, method, path string, body, out any) (int, error) {
+	resp, err := c.do(ctx, method, path, body)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if out != nil {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			return resp.StatusCode, fmt.Errorf("jail: answer of %s %s: %w", method, path, err)
+		}
+	}
+	return resp.StatusCode, nil
 }
 
 func errorOf(resp *http.Response) error {

@@ -59,6 +59,9 @@ type Options struct {
 	// reserves its output limit for each of its two streams before it
 	// starts, and waits while that would exceed MaxCapture.
 	MaxCapture int64
+	// Sandboxes configures the server's jail.Manager, which answers
+	// /v1/sandboxes*: the user's state directory, audit log and secrets.
+	Sandboxes jail.ManagerOptions
 
 	// newPool makes a pool (nil: jail.NewPool); tests slow it down.
 	newPool func(jail.Spec, int) (*jail.Pool, error)
@@ -90,6 +93,11 @@ type Server struct {
 	// janitor it shares (nil when it could not be made).
 	cold   *jail.Pool
 	closed bool
+
+	// sandboxes answers /v1/sandboxes*; nil, with sandboxesErr, when its
+	// state directory could not be opened (the runs are still served).
+	sandboxes    *jail.Manager
+	sandboxesErr error
 }
 
 // poolKey is what a pool's sandboxes are built from.
@@ -123,12 +131,13 @@ func New(opts Options) *Server {
 		}
 		s.run(w, r)
 	})
-	s.mux.HandleFunc(api.PathSandboxes, s.notYet)
-	s.mux.HandleFunc(api.PathSandboxes+"/", s.notYet)
+	s.mux.HandleFunc(api.PathSandboxes, s.sandboxesRoot)
+	s.mux.HandleFunc(api.PathSandboxes+"/", s.sandbox)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("jail: no endpoint %s %s", r.Method, r.URL.Path))
 	})
 	s.cold, _ = jail.NewPool(jail.Spec{}, 0)
+	s.sandboxes, s.sandboxesErr = jail.NewManager(opts.Sandboxes)
 	if opts.PoolSize > 0 {
 		s.poolFor(poolKey{profile: jail.DefaultProfile})
 	}
@@ -138,10 +147,14 @@ func New(opts Options) *Server {
 // ServeHTTP answers one request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
-// Close ends the pools' ready sandboxes. Runs in progress are ended by
-// their requests' end (see http.Server.Shutdown). A pool still being made
-// is not waited for: its maker closes it once made.
+// Close ends the pools' ready sandboxes and lets go of the persistent
+// ones, which live on. Runs in progress are ended by their requests' end
+// (see http.Server.Shutdown). A pool still being made is not waited for:
+// its maker closes it once made.
 func (s *Server) Close() {
+	if s.sandboxes != nil {
+		_ = s.sandboxes.Close()
+	}
 	s.mu.Lock()
 	s.closed = true
 	var pools []*jail.Pool
@@ -225,20 +238,9 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, h)
 }
 
-func (s *Server) notYet(w http.ResponseWriter, r *http.Request) {
-	writeError(w, http.StatusNotImplemented, "jail: persistent sandboxes are not implemented yet")
-}
-
 func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	var req api.RunRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBytes))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "jail: request body: "+err.Error())
-		return
-	}
-	if dec.More() {
-		writeError(w, http.StatusBadRequest, "jail: request body: more than one JSON object")
+	if !decodeBody(w, r, &req, false) {
 		return
 	}
 	spec, err := specOf(&req)
@@ -246,17 +248,52 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "jail: "+err.Error())
 		return
 	}
-	stream := r.URL.Query().Get("stream") == "1"
+	s.runCommand(w, r, spec.OutputLimit, func(stdout, stderr io.Writer, capture bool) (jail.Result, error) {
+		spec.Stdout, spec.Stderr, spec.Capture = stdout, stderr, capture
+		run := jail.Run
+		if p := s.poolFor(poolKey{image: spec.Image, rootfs: spec.Rootfs, profile: spec.ProfileName()}); p != nil {
+			run = p.Run
+		}
+		return run(r.Context(), spec)
+	})
+}
 
-	select {
-	case s.runs <- struct{}{}:
-		defer func() { <-s.runs }()
-	case <-r.Context().Done():
+// decodeBody reads the request's body, one JSON object with no field v
+// does not have, of at most maxRequestBytes, into v; an empty body too
+// when emptyOK. It answers 400 and returns false otherwise.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if err == io.EOF && emptyOK {
+			return true
+		}
+		writeError(w, http.StatusBadRequest, "jail: request body: "+err.Error())
+		return false
+	}
+	if dec.More() {
+		writeError(w, http.StatusBadRequest, "jail: request body: more than one JSON object")
+		return false
+	}
+	return true
+}
+
+// runCommand answers a request that runs a command (POST /v1/run, POST
+// /v1/sandboxes/{name}/exec) as start says, with the result object, or
+// with ?stream=1 the output as events as it comes and the result last. It
+// waits for a run slot, and without a stream for room in the capture
+// budget for outputLimit (0: the default) per stream; start gets the
+// writers to stream to, and whether to capture.
+func (s *Server) runCommand(w http.ResponseWriter, r *http.Request, outputLimit int64,
+	start func(stdout, stderr io.Writer, capture bool) (jail.Result, error)) {
+	stream := r.URL.Query().Get("stream") == "1"
+	if !s.takeSlot(r.Context()) {
 		return
 	}
+	defer s.giveSlot()
 	if !stream {
 		// Kept until the answer is written.
-		kept, err := s.capture.take(r.Context(), 2*outputLimit(spec))
+		kept, err := s.capture.take(r.Context(), 2*outputLimitOr(outputLimit))
 		if err != nil {
 			return
 		}
@@ -264,17 +301,12 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	}
 
 	var events *eventWriter
+	var stdout, stderr io.Writer
 	if stream {
 		events = &eventWriter{w: w}
-		spec.Stdout, spec.Stderr = events.stream("stdout"), events.stream("stderr")
+		stdout, stderr = events.stream("stdout"), events.stream("stderr")
 	}
-	spec.Capture = !stream
-
-	run := jail.Run
-	if p := s.poolFor(poolKey{image: spec.Image, rootfs: spec.Rootfs, profile: spec.ProfileName()}); p != nil {
-		run = p.Run
-	}
-	res, err := run(r.Context(), spec)
+	res, err := start(stdout, stderr, !stream)
 	var exec *jail.ExecError
 	switch {
 	case err == nil:
@@ -283,16 +315,11 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	case r.Context().Err() != nil:
 		return // the client went away: no one to answer
 	default:
-		status := http.StatusInternalServerError
-		var setup *jail.SetupError
-		if errors.As(err, &setup) && setup.Refused {
-			status = http.StatusBadRequest
-		}
 		if events != nil && events.started() {
 			events.last(api.Error{Error: "jail: " + err.Error()})
 			return
 		}
-		writeError(w, status, "jail: "+err.Error())
+		writeFailure(w, err)
 		return
 	}
 	if events != nil {
@@ -302,19 +329,70 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	writeResult(w, res)
 }
 
-// specOf turns a request into a Spec, checking what only a server must: the
-// rest is checked by jail.Run as for the CLI.
+// takeSlot waits for one of the Options.MaxRuns slots of the runs, execs
+// and creations in progress; false when the request ended first.
+func (s *Server) takeSlot(ctx context.Context) bool {
+	select {
+	case s.runs <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (s *Server) giveSlot() { <-s.runs }
+
+// statusOf is the status of an answer that failed with err: the request's
+// own fault (a refused spec, no such sandbox, a name taken) or the
+// server's.
+func statusOf(err error) int {
+	var setup *jail.SetupError
+	switch {
+	case errors.Is(err, jail.ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, jail.ErrExists):
+		return http.StatusConflict
+	case errors.As(err, &setup) && setup.Refused:
+		return http.StatusBadRequest
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// writeFailure answers err with its status.
+func writeFailure(w http.ResponseWriter, err error) {
+	writeError(w, statusOf(err), "jail: "+err.Error())
+}
+
+// specOf turns a run request into a Spec, checking what only a server
+// must: the rest is checked by jail.Run as for the CLI.
 func specOf(req *api.RunRequest) (jail.Spec, error) {
+	switch {
+	case req.Cmd != "":
+	case req.Image == "" || len(req.Args) > 0:
+		return jail.Spec{}, errors.New("cmd: missing (only an image's own command may be left out)")
+	}
+	opts := req.Options()
+	spec, err := specOfOptions(&opts)
+	if err != nil {
+		return spec, err
+	}
+	if req.Cmd != "" {
+		spec.Command = append([]string{req.Cmd}, req.Args...)
+	}
+	if req.Stdin != "" {
+		spec.Stdin = strings.NewReader(req.Stdin)
+	}
+	return spec, nil
+}
+
+// specOfOptions turns the RUN OPTIONS of a request into a Spec, checking
+// what only a server must.
+func specOfOptions(req *api.RunOptions) (jail.Spec, error) {
 	spec := jail.Spec{
 		Image: req.Image, Rootfs: req.Rootfs, Profile: req.Profile,
 		CPUs: req.CPUs, Pids: req.Pids, Net: req.Net, Workspace: req.Workspace,
 		User: req.User, Workdir: req.Workdir, Hostname: req.Hostname, ReadOnly: req.ReadOnly,
-	}
-	switch {
-	case req.Cmd != "":
-		spec.Command = append([]string{req.Cmd}, req.Args...)
-	case req.Image == "" || len(req.Args) > 0:
-		return spec, errors.New("cmd: missing (only an image's own command may be left out)")
 	}
 	if spec.Net == "none" {
 		spec.Net = ""
@@ -325,18 +403,12 @@ func specOf(req *api.RunRequest) (jail.Spec, error) {
 			return spec, fmt.Errorf("memory: %v", err)
 		}
 	}
-	if req.OutputLimit != "" {
-		if spec.OutputLimit, err = jail.ParseSize(string(req.OutputLimit)); err != nil {
-			return spec, fmt.Errorf("output_limit: %v", err)
-		}
-		if spec.OutputLimit > jail.MaxOutputLimit {
-			return spec, fmt.Errorf("output_limit: %q: must be at most %dM", req.OutputLimit, jail.MaxOutputLimit>>20)
-		}
+	if spec.OutputLimit, err = outputLimitOf(req.OutputLimit); err != nil {
+		return spec, err
 	}
-	if req.TimeoutS < 0 || req.TimeoutS > 1e9 {
-		return spec, fmt.Errorf("timeout_s: %g: must be positive", req.TimeoutS)
+	if spec.Timeout, err = seconds("timeout_s", req.TimeoutS); err != nil {
+		return spec, err
 	}
-	spec.Timeout = time.Duration(req.TimeoutS * float64(time.Second))
 	for _, path := range []struct{ name, value string }{{"rootfs", req.Rootfs}, {"workspace", req.Workspace}} {
 		if path.value != "" && !filepath.IsAbs(path.value) {
 			return spec, fmt.Errorf("%s: %q: host paths must be absolute", path.name, path.value)
@@ -352,28 +424,59 @@ func specOf(req *api.RunRequest) (jail.Spec, error) {
 		}
 		spec.Mounts = append(spec.Mounts, mount)
 	}
-	keys := make([]string, 0, len(req.Env))
-	for k := range req.Env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if strings.ContainsRune(k, '=') {
-			// K=V would set another variable than the one named.
-			return spec, fmt.Errorf("env: %q: a variable name holds no '='", k)
-		}
-		spec.Env = append(spec.Env, k+"="+req.Env[k])
-	}
-	if req.Stdin != "" {
-		spec.Stdin = strings.NewReader(req.Stdin)
+	if spec.Env, err = envOf(req.Env); err != nil {
+		return spec, err
 	}
 	return spec, nil
 }
 
-// outputLimit is what a run of spec keeps of each stream at most.
-func outputLimit(spec jail.Spec) int64 {
-	if spec.OutputLimit > 0 {
-		return spec.OutputLimit
+// outputLimitOf reads an output_limit: at most jail.MaxOutputLimit, which
+// is what a server keeps of a stream at most.
+func outputLimitOf(size api.Size) (int64, error) {
+	if size == "" {
+		return 0, nil
+	}
+	n, err := jail.ParseSize(string(size))
+	if err != nil {
+		return 0, fmt.Errorf("output_limit: %v", err)
+	}
+	if n > jail.MaxOutputLimit {
+		return 0, fmt.Errorf("output_limit: %q: must be at most %dM", size, jail.MaxOutputLimit>>20)
+	}
+	return n, nil
+}
+
+// seconds reads the duration field name, a number of seconds.
+func seconds(name string, s float64) (time.Duration, error) {
+	if s < 0 || s > 1e9 {
+		return 0, fmt.Errorf("%s: %g: must be positive", name, s)
+	}
+	return time.Duration(s * float64(time.Second)), nil
+}
+
+// envOf turns an env object into K=V entries, in the order of the keys.
+func envOf(env map[string]string) ([]string, error) {
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var entries []string
+	for _, k := range keys {
+		if strings.ContainsRune(k, '=') {
+			// K=V would set another variable than the one named.
+			return nil, fmt.Errorf("env: %q: a variable name holds no '='", k)
+		}
+		entries = append(entries, k+"="+env[k])
+	}
+	return entries, nil
+}
+
+// outputLimitOr is what a run keeps of each stream at most: limit, or the
+// default.
+func outputLimitOr(limit int64) int64 {
+	if limit > 0 {
+		return limit
 	}
 	return jail.DefaultOutputLimit
 }

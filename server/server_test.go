@@ -68,8 +68,7 @@ func TestSpecOf(t *testing.T) {
 }
 
 // TestRequestsRefusedBeforeAnyRun: malformed requests, unknown paths and
-// methods, and the endpoints not built yet get a JSON error and a 4xx/5xx,
-// and no sandbox.
+// methods get a JSON error and a 4xx, and no sandbox.
 func TestRequestsRefusedBeforeAnyRun(t *testing.T) {
 	s := New(Options{})
 	defer s.Close()
@@ -95,8 +94,7 @@ func TestRequestsRefusedBeforeAnyRun(t *testing.T) {
 		{"POST", "/v1/run", `{"cmd":"true","env":{"A=B":"c"}}`, 400},
 		{"GET", "/v1/run", "", 405},
 		{"GET", "/v1/nothing", "", 404},
-		{"GET", "/v1/sandboxes", "", 501},
-		{"POST", "/v1/sandboxes/x/exec", `{}`, 501},
+		{"POST", "/v1/sandboxes/x/exec", `{}`, 400},
 	} {
 		w := httptest.NewRecorder()
 		s.ServeHTTP(w, httptest.NewRequest(c.method, c.path, strings.NewReader(c.body)))

@@ -219,7 +219,9 @@ func TestServeAnswersAsTheCLIExits(t *testing.T) {
 			{"POST", "/v1/run", `{"cmd": `, 400},
 			{"GET", "/v1/run", ``, 405},
 			{"GET", "/v1/nothing", ``, 404},
-			{"GET", "/v1/sandboxes", ``, 501},
+			{"GET", "/v1/sandboxes/..%2Frun", ``, 400},
+			{"POST", "/v1/sandboxes/x/exec", `{"cmd": "true", "image": "x"}`, 400},
+			{"GET", "/v1/sandboxes/x/exec", ``, 405},
 		} {
 			status, body := rawRequest(t, s.socket, c.method, c.path, c.body)
 			if status != c.status || !strings.HasPrefix(body, `{"error":`) {

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jail-sandbox/jail"
 	"github.com/jail-sandbox/jail/internal/serveflags"
 	"github.com/jail-sandbox/jail/server"
 )
@@ -46,7 +47,10 @@ func serve(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	fmt.Fprintf(os.Stderr, "jail: serving on %s\n", path)
-	if err := server.Serve(ctx, l, server.Options{PoolSize: f.Pool, MaxRuns: f.MaxRuns}, 10*time.Second); err != nil {
+	// The persistent sandboxes are the user's own (the CLI's too), and
+	// the secrets they name may come from JAIL_SECRET_<NAME> here.
+	opts := server.Options{PoolSize: f.Pool, MaxRuns: f.MaxRuns, Sandboxes: jail.ManagerOptions{SecretEnv: os.Getenv}}
+	if err := server.Serve(ctx, l, opts, 10*time.Second); err != nil {
 		return fail("serve: %v", err)
 	}
 	return 0
