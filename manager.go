@@ -22,6 +22,8 @@ var (
 	// ErrExists: a sandbox of that name exists and Reuse was not asked
 	// for.
 	ErrExists = errors.New("a sandbox of that name exists")
+	// ErrRunning: Remove without force of a sandbox that runs.
+	ErrRunning = errors.New("the sandbox is running")
 )
 
 // Sandbox states, as Info and `jail ls` give them.

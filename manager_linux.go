@@ -293,6 +293,7 @@ func checkLabel(k, v string) error {
 func (m *Manager) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 	spec.Command = nil
 	if err := checkSandboxSpec(&spec); err != nil {
+		err.(*SetupError).Refused = true
 		return nil, err
 	}
 	// validate wants a command, which a sandbox gets with each exec.
@@ -538,7 +539,7 @@ func (m *Manager) Remove(name string, force bool) error {
 			defer c.Close()
 			st, err := c.Status(context.Background())
 			if err == nil && !st.Stopped && !force {
-				return &SetupError{Step: "rm " + name, Err: errors.New("the sandbox is running: stop it first, or force its removal (-f)"), Refused: true}
+				return fmt.Errorf("rm %s: %w: stop it first, or force its removal (-f)", name, ErrRunning)
 			}
 			// The init kills everything and ends; its monitor then
 			// removes the directory and ends.
@@ -823,6 +824,10 @@ func (s *Sandbox) Info() (SandboxInfo, error) {
 func (s *Sandbox) Exec(ctx context.Context, p Process) (res Result, err error) {
 	start := time.Now()
 	if err := checkProcess(&p); err != nil {
+		var se *SetupError
+		if errors.As(err, &se) {
+			se.Refused = true
+		}
 		return Result{ExitCode: ExitSetup}, err
 	}
 	c, err := s.m.conn(s.name)

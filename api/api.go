@@ -153,7 +153,7 @@ type SandboxInfo struct {
 	Labels map[string]string `json:"labels,omitempty"`
 	// Created and LastExec (zero: none yet) are wall-clock times.
 	Created  time.Time `json:"created"`
-	LastExec time.Time `json:"last_exec,omitempty"`
+	LastExec time.Time `json:"last_exec,omitzero"`
 	// CPUMs and PeakMemoryBytes are the sandbox's so far (its cgroup's),
 	// 0 when not known (a dead or stopped sandbox).
 	CPUMs           int64 `json:"cpu_ms"`

@@ -262,21 +262,8 @@ func (s *Server) removeSandbox(w http.ResponseWriter, r *http.Request, name stri
 	if !ok {
 		return
 	}
-	sb := s.lookup(w, name)
-	if sb == nil {
+	if s.lookup(w, name) == nil {
 		return
-	}
-	if !force {
-		// The Manager refuses it too; this gives the refusal its status.
-		info, err := sb.Info()
-		if err != nil {
-			writeFailure(w, err)
-			return
-		}
-		if info.State == jail.StateRunning {
-			writeError(w, http.StatusConflict, fmt.Sprintf("jail: sandbox %s is %s: remove it with force=1", name, info.State))
-			return
-		}
 	}
 	if err := s.sandboxes.Remove(name, force); err != nil {
 		writeFailure(w, err)

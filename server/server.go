@@ -350,7 +350,7 @@ func statusOf(err error) int {
 	switch {
 	case errors.Is(err, jail.ErrNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, jail.ErrExists):
+	case errors.Is(err, jail.ErrExists), errors.Is(err, jail.ErrRunning):
 		return http.StatusConflict
 	case errors.As(err, &setup) && setup.Refused:
 		return http.StatusBadRequest
