@@ -19,7 +19,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -45,13 +44,19 @@ var (
 	ErrLive = errors.New("the sandbox's monitor is running")
 )
 
-var validName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
-
 // ValidName checks a sandbox's name as a flag is checked: a letter or a
 // digit, then at most 62 of letters, digits, '_', '.', '-'. Such a name is
 // one path component, never "." or "..".
 func ValidName(name string) error {
-	if !validName.MatchString(name) {
+	// By hand, not a package-level regexp: compiling one costs every
+	// start of jail a quarter of a millisecond.
+	ok := len(name) >= 1 && len(name) <= 63
+	for i := 0; ok && i < len(name); i++ {
+		c := name[i]
+		alnum := ('0' <= c && c <= '9') || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z')
+		ok = alnum || (i > 0 && (c == '_' || c == '.' || c == '-'))
+	}
+	if !ok {
 		return fmt.Errorf("sandbox name %s: want a letter or digit, then at most 62 letters, digits, '_', '.' or '-'", strconv.Quote(name))
 	}
 	return nil

@@ -202,23 +202,29 @@ func TestDeadHolderIsTold(t *testing.T) {
 	}
 }
 
-// TestRoot: root's state is /run/jail; another user's is under
-// XDG_RUNTIME_DIR, which must be set and absolute.
+// TestRoot: JAIL_STATE_DIR when set (absolute); else root's state is
+// /run/jail, another user's under XDG_RUNTIME_DIR, which must be set and
+// absolute.
 func TestRoot(t *testing.T) {
-	env := func(v string) func(string) string { return func(string) string { return v } }
 	for _, c := range []struct {
-		uid  int
-		xdg  string
-		want string
+		uid        int
+		xdg, state string
+		want       string
 	}{
-		{0, "/run/user/0", "/run/jail"},
-		{1000, "/run/user/1000", "/run/user/1000/jail"},
-		{1000, "", ""},
-		{1000, "relative", ""},
+		{0, "/run/user/0", "", "/run/jail"},
+		{1000, "/run/user/1000", "", "/run/user/1000/jail"},
+		{1000, "", "", ""},
+		{1000, "relative", "", ""},
+		{1000, "", "/srv/state/", "/srv/state"},
+		{0, "/run/user/0", "/srv/state", "/srv/state"},
+		{1000, "/run/user/1000", "relative", ""},
 	} {
-		got, err := Root(c.uid, env(c.xdg))
+		env := func(k string) string {
+			return map[string]string{"XDG_RUNTIME_DIR": c.xdg, "JAIL_STATE_DIR": c.state}[k]
+		}
+		got, err := Root(c.uid, env)
 		if got != c.want || (c.want == "") != (err != nil) {
-			t.Errorf("Root(%d, %q): %q, %v; want %q", c.uid, c.xdg, got, err, c.want)
+			t.Errorf("Root(%d, %q, %q): %q, %v; want %q", c.uid, c.xdg, c.state, got, err, c.want)
 		}
 	}
 }

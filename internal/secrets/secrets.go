@@ -32,7 +32,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"strings"
 )
 
@@ -42,11 +41,23 @@ const MaxValueSize = 64 << 10
 // maxSourceLen bounds the text of a source: a path or a command.
 const maxSourceLen = 4096
 
-var validName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
-
 // ValidName reports whether name can name a secret: an environment
-// variable name, [A-Za-z_][A-Za-z0-9_]{0,127}.
-func ValidName(name string) bool { return validName.MatchString(name) }
+// variable name, [A-Za-z_][A-Za-z0-9_]{0,127}. (By hand, not a
+// package-level regexp: compiling one costs every start of jail a quarter
+// of a millisecond.)
+func ValidName(name string) bool {
+	if len(name) == 0 || len(name) > 128 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		letter := c == '_' || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z')
+		if !letter && (i == 0 || c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}
 
 // ErrUnknown is wrapped by the error about a name no definition (and no
 // JAIL_SECRET_ override) gives.
