@@ -1695,12 +1695,18 @@ struct child_start {
 	const char *path;
 	const int *stdio;
 	struct child_failure *failure;
+	/* report_fd: where a process of its own memory (spawn_async) writes
+	 * its failure; -1 for one that shares the init's page (spawn). */
+	int report_fd;
 };
 
-static _Noreturn void child_fail(struct child_failure *cf, int stage, int err)
+static _Noreturn void child_fail(const struct child_start *cs, int stage, int err)
 {
+	struct child_failure *cf = cs->failure;
 	cf->stage = stage;
 	cf->err = err;
+	if (cs->report_fd >= 0)
+		(void)write(cs->report_fd, cf, sizeof(*cf));
 	_exit(127);
 }
 
@@ -1719,37 +1725,36 @@ static int command_child(void *arg)
 {
 	const struct child_start *cs = arg;
 	const struct process *p = cs->p;
-	struct child_failure *cf = cs->failure;
 	sigset_t none;
 	sigemptyset(&none);
 	if (syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, _NSIG / 8) != 0)
-		child_fail(cf, 2, errno);
+		child_fail(cs, 2, errno);
 	if (setsid() < 0)
-		child_fail(cf, 2, errno);
+		child_fail(cs, 2, errno);
 	/* Stdio: first out of the way of 0..2, then onto them. */
 	int moved[3];
 	for (int i = 0; i < 3; i++) {
 		moved[i] = (int)syscall(SYS_fcntl, cs->stdio[i], F_DUPFD_CLOEXEC, 3);
 		if (moved[i] < 0)
-			child_fail(cf, 2, errno);
+			child_fail(cs, 2, errno);
 	}
 	for (int i = 0; i < 3; i++)
 		if (dup2(moved[i], i) < 0)
-			child_fail(cf, 2, errno);
+			child_fail(cs, 2, errno);
 	if (p->tty && ioctl(0, TIOCSCTTY, 0) != 0)
-		child_fail(cf, 2, errno);
+		child_fail(cs, 2, errno);
 	if (p->switch_user) {
 		if (syscall(SYS_setgroups, 0, NULL) != 0 || syscall(SYS_setresgid, p->gid, p->gid, p->gid) != 0 ||
 		    syscall(SYS_setresuid, p->uid, p->uid, p->uid) != 0)
-			child_fail(cf, 2, errno);
+			child_fail(cs, 2, errno);
 	}
 	if (chdir(p->cwd) != 0)
-		child_fail(cf, 2, errno);
+		child_fail(cs, 2, errno);
 	/* 3. The profile's seccomp filter, last. */
 	if (load_filter(cs->c) != 0)
-		child_fail(cf, 1, errno);
+		child_fail(cs, 1, errno);
 	execve(cs->path, p->args, p->env);
-	child_fail(cf, 3, errno);
+	child_fail(cs, 3, errno);
 }
 
 /* The command's process runs on this stack until its execve; spawn starts
@@ -1791,12 +1796,13 @@ static bool may_share_memory(const struct process *p)
  * directory, credentials and filter are its own either way (no
  * CLONE_FILES, CLONE_FS, CLONE_THREAD, CLONE_SIGHAND), and its execve
  * gives it a memory of its own. CLONE_PIDFD names it from the start. */
-static int spawn(const struct config *c, const struct process *p, const int stdio[3], int *pidfd, struct failure *f)
+/* spawn_checks does what a start does before any clone: the program found
+ * (into path), the working directory and the filter checked. */
+static int spawn_checks(const struct config *c, const struct process *p, char *path, size_t size, struct failure *f)
 {
 	if (p->nargs == 0)
 		return fail(f, "init", "no command");
-	char path[PATH_MAX];
-	if (look_path(p->args[0], env_value(p, "PATH"), p->cwd, path, sizeof(path), f) != 0)
+	if (look_path(p->args[0], env_value(p, "PATH"), p->cwd, path, size, f) != 0)
 		return -1;
 	struct stat st;
 	if (stat(p->cwd, &st) != 0 || !S_ISDIR(st.st_mode)) {
@@ -1807,6 +1813,25 @@ static int spawn(const struct config *c, const struct process *p, const int stdi
 	if (!valid_program(&c->seccomp.allowlist) || (c->seccomp.denials.present && !valid_program(&c->seccomp.denials)) ||
 	    (c->seccomp.guard.present && !valid_program(&c->seccomp.guard)))
 		return fail(f, "seccomp", "seccomp: not a BPF program");
+	return 0;
+}
+
+/* child_failed turns what a command's process reported into f. */
+static int child_failed(const struct process *p, const struct child_failure *cf, struct failure *f)
+{
+	char text[128];
+	errtext(cf->err, text, sizeof(text));
+	if (cf->stage == 1)
+		return fail(f, "seccomp", "seccomp: load filter: %s", text);
+	/* The child reports any failure before its exec as the exec's. */
+	return exec_failure(f, cf->err == ENOENT ? 127 : 126, "exec %s: %s", p->args[0], text);
+}
+
+static int spawn(const struct config *c, const struct process *p, const int stdio[3], int *pidfd, struct failure *f)
+{
+	char path[PATH_MAX];
+	if (spawn_checks(c, p, path, sizeof(path), f) != 0)
+		return -1;
 
 	static struct child_failure *cf;
 	if (cf == NULL) {
@@ -1816,30 +1841,62 @@ static int spawn(const struct config *c, const struct process *p, const int stdi
 		cf = page;
 	}
 	*cf = (struct child_failure){0, 0};
-	struct child_start cs = {c, p, path, stdio, cf};
+	struct child_start cs = {c, p, path, stdio, cf, -1};
 	int flags = CLONE_VFORK | CLONE_PIDFD | SIGCHLD;
 	if (may_share_memory(p))
 		flags |= CLONE_VM;
-	char text[128];
 	int fd = -1;
 	pid_t pid = clone(command_child, command_stack + sizeof(command_stack), flags, &cs, &fd);
 	if (pid < 0) {
+		char text[128];
 		errtext(errno, text, sizeof(text));
 		return exec_failure(f, 126, "exec %s: %s", p->args[0], text);
 	}
 	if (cf->stage != 0) {
 		close(fd);
 		waitpid(pid, NULL, 0);
-		errtext(cf->err, text, sizeof(text));
-		if (cf->stage == 1)
-			return fail(f, "seccomp", "seccomp: load filter: %s", text);
-		/* The child reports any failure before its exec as the
-		 * exec's. */
-		return exec_failure(f, cf->err == ENOENT ? 127 : 126, "exec %s: %s", p->args[0], text);
+		return child_failed(p, cf, f);
 	}
 	/* The exec happened: the pid is ours to wait for, and the pidfd
 	 * names the command until then. */
 	*pidfd = fd;
+	return pid;
+}
+
+/*
+ * spawn_async starts a command of a persistent sandbox without waiting for
+ * its exec: the init must go on serving meanwhile, since a process of the
+ * sandbox may stop the command's process before its execve (SIGSTOP, kill
+ * -STOP -1), which would hold a vfork's parent for as long as it likes. So
+ * the process gets a copy of the init's memory (no CLONE_VM, no
+ * CLONE_VFORK, as a fork) and reports a failure on a pipe, whose read end
+ * comes back in *report: end of file there (the write end is
+ * close-on-exec) means the exec happened. It returns the pid, and its
+ * pidfd in *pidfd.
+ */
+static int spawn_async(const struct config *c, const struct process *p, const int stdio[3], int *pidfd, int *report, struct failure *f)
+{
+	char path[PATH_MAX];
+	if (spawn_checks(c, p, path, sizeof(path), f) != 0)
+		return -1;
+	int pipefd[2];
+	if (pipe2(pipefd, O_CLOEXEC) != 0)
+		return fail_errno(f, "start", "pipe");
+	struct child_failure own = {0, 0}; /* the child's copy is its own */
+	struct child_start cs = {c, p, path, stdio, &own, pipefd[1]};
+	int fd = -1;
+	/* The stack is the init's, copied into the child with the rest. */
+	pid_t pid = clone(command_child, command_stack + sizeof(command_stack), CLONE_PIDFD | SIGCHLD, &cs, &fd);
+	int err = errno;
+	close(pipefd[1]);
+	if (pid < 0) {
+		close(pipefd[0]);
+		char text[128];
+		errtext(err, text, sizeof(text));
+		return exec_failure(f, 126, "exec %s: %s", p->args[0], text);
+	}
+	*pidfd = fd;
+	*report = pipefd[0];
 	return pid;
 }
 
@@ -2008,6 +2065,14 @@ struct running_exec {
 	pid_t pid;
 	uint64_t exec; /* its id, unique on its connection */
 	int conn;      /* its connection's slot; -1 once that hung up */
+	/* While it starts (spawn_async): the read end of its failure pipe
+	 * (-1 once started), its pidfd and its terminal's master (-1: none),
+	 * which go with the started report; and its end, should it be
+	 * reaped before its start is told. */
+	int report, pidfd, master;
+	bool reaped;
+	int status;
+	struct rusage ru;
 };
 
 struct server {
@@ -2079,8 +2144,8 @@ static enum outcome start_exec(struct server *srv, int slot, const struct messag
 		for (int i = 0; i < 3; i++)
 			stdio[i] = m->fds[i];
 	}
-	int pidfd = -1;
-	pid_t pid = spawn(srv->c, p, stdio, &pidfd, &f);
+	int pidfd = -1, report = -1;
+	pid_t pid = spawn_async(srv->c, p, stdio, &pidfd, &report, &f);
 	if (slave >= 0)
 		close(slave);
 	if (pid < 0) {
@@ -2088,19 +2153,100 @@ static enum outcome start_exec(struct server *srv, int slot, const struct messag
 			close(master);
 		return reply_failure(srv, slot, &f, id) == 0 ? GO_ON : DROP_CONN;
 	}
-	/* Recorded before anything is reaped: its exit is reported after
-	 * its start. */
-	srv->list[srv->n++] = (struct running_exec){pid, id, slot};
+	/* Its start is reported once its exec is known to have happened
+	 * (finish_start), its exit after that. */
+	srv->list[srv->n++] = (struct running_exec){.pid = pid, .exec = id, .conn = slot, .report = report, .pidfd = pidfd, .master = master};
 	srv->stopped = false;
 	srv->active = now();
 	srv->total++;
-	struct report started = {.kind = "started", .pid = pid, .exec = id};
-	int fds[2] = {pidfd, master};
-	int err = reply(srv, slot, &started, fds, master >= 0 ? 2 : 1);
-	close(pidfd);
-	if (master >= 0)
-		close(master);
-	return err == 0 ? GO_ON : DROP_CONN;
+	return GO_ON;
+}
+
+/* exit_report is the report of a command's end. */
+static struct report exit_report_of(const struct running_exec *e, int status, const struct rusage *ru)
+{
+	struct report r = {.kind = "exit", .pid = e->pid, .exec = e->exec};
+	if (WIFSIGNALED(status)) {
+		r.signal = WTERMSIG(status);
+		r.code = 128 + r.signal;
+	} else {
+		r.code = WEXITSTATUS(status);
+	}
+	r.cpu = (int64_t)ru->ru_utime.tv_sec * 1000000 + ru->ru_utime.tv_usec + (int64_t)ru->ru_stime.tv_sec * 1000000 +
+		ru->ru_stime.tv_usec;
+	r.max_rss = ru->ru_maxrss;
+	return r;
+}
+
+/* remove_exec forgets the command at index i. */
+static void remove_exec(struct server *srv, size_t i)
+{
+	struct running_exec *e = &srv->list[i];
+	if (e->report >= 0)
+		close(e->report);
+	if (e->pidfd >= 0)
+		close(e->pidfd);
+	if (e->master >= 0)
+		close(e->master);
+	srv->list[i] = srv->list[--srv->n];
+}
+
+/*
+ * finish_start reads what the process of the starting command at index i
+ * reported: nothing (end of file: its exec happened), and its start is
+ * reported, with its exit if it has ended already; or its failure, which
+ * is reported as the exec's. A connection that cannot take the report is
+ * dropped (*dropped).
+ */
+static void finish_start(struct server *srv, size_t i, int *dropped)
+{
+	struct running_exec *e = &srv->list[i];
+	struct child_failure cf = {0, 0};
+	ssize_t n;
+	do
+		n = read(e->report, &cf, sizeof(cf));
+	while (n < 0 && errno == EINTR);
+	if (n < 0 && errno == EAGAIN)
+		return;
+	close(e->report);
+	e->report = -1;
+	if (n != 0) {
+		/* It failed (or said something unreadable): it exits 127 by
+		 * itself, and is reaped as an orphan. */
+		if (n != (ssize_t)sizeof(cf))
+			cf = (struct child_failure){2, EIO};
+		uint64_t id = e->exec;
+		int conn = e->conn;
+		struct failure f = {0};
+		struct process p = {0};
+		char *args[2] = {(char *)"command", NULL};
+		p.args = args;
+		p.nargs = 1;
+		child_failed(&p, &cf, &f);
+		remove_exec(srv, i);
+		if (conn >= 0 && reply_failure(srv, conn, &f, id) != 0)
+			*dropped = conn;
+		return;
+	}
+	if (e->conn >= 0) {
+		struct report started = {.kind = "started", .pid = e->pid, .exec = e->exec};
+		int fds[2] = {e->pidfd, e->master};
+		if (reply(srv, e->conn, &started, fds, e->master >= 0 ? 2 : 1) != 0)
+			*dropped = e->conn;
+	}
+	close(e->pidfd);
+	e->pidfd = -1;
+	if (e->master >= 0)
+		close(e->master);
+	e->master = -1;
+	if (e->reaped) {
+		if (e->conn >= 0 && *dropped != e->conn) {
+			struct report r = exit_report_of(e, e->status, &e->ru);
+			if (reply(srv, e->conn, &r, NULL, 0) != 0)
+				*dropped = e->conn;
+		}
+		remove_exec(srv, i);
+	}
 }
 
 /*
@@ -2120,6 +2266,9 @@ static enum outcome signal_exec(struct server *srv, int slot, const struct messa
 	for (size_t i = 0; i < srv->n; i++) {
 		if (srv->list[i].conn == slot && srv->list[i].exec == m->body.exec) {
 			(void)kill(-srv->list[i].pid, sig);
+			/* Before its setsid, it leads no group yet. */
+			if (srv->list[i].report >= 0)
+				(void)kill(srv->list[i].pid, sig);
 			break;
 		}
 	}
@@ -2141,25 +2290,22 @@ static void reap_execs(struct server *srv, int *dropped)
 		if (pid <= 0)
 			return;
 		for (size_t i = 0; i < srv->n; i++) {
-			if (srv->list[i].pid != pid)
+			struct running_exec *e = &srv->list[i];
+			if (e->pid != pid)
 				continue;
-			struct running_exec e = srv->list[i];
-			srv->list[i] = srv->list[--srv->n];
 			srv->active = now();
-			if (e.conn < 0)
+			if (e->report >= 0) {
+				/* Its start is not told yet: its end waits for it. */
+				e->reaped = true;
+				e->status = status;
+				e->ru = ru;
 				break;
-			struct report exit_report = {.kind = "exit", .pid = pid, .exec = e.exec};
-			if (WIFSIGNALED(status)) {
-				exit_report.signal = WTERMSIG(status);
-				exit_report.code = 128 + exit_report.signal;
-			} else {
-				exit_report.code = WEXITSTATUS(status);
 			}
-			exit_report.cpu = (int64_t)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec +
-					  (int64_t)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec;
-			exit_report.max_rss = ru.ru_maxrss;
-			if (reply(srv, e.conn, &exit_report, NULL, 0) != 0)
-				*dropped = e.conn;
+			struct report r = exit_report_of(e, status, &ru);
+			int conn = e->conn;
+			remove_exec(srv, i);
+			if (conn >= 0 && reply(srv, conn, &r, NULL, 0) != 0)
+				*dropped = conn;
 			break;
 		}
 	}
@@ -2173,6 +2319,8 @@ static void drop_conn(struct server *srv, int slot)
 	for (size_t i = 0; i < srv->n; i++) {
 		if (srv->list[i].conn == slot) {
 			(void)kill(-srv->list[i].pid, SIGKILL);
+			if (srv->list[i].report >= 0)
+				(void)kill(srv->list[i].pid, SIGKILL);
 			srv->list[i].conn = -1;
 		}
 	}
@@ -2308,8 +2456,11 @@ static int serve(const struct config *c, int sock)
 			status = 0;
 			break;
 		}
-		struct pollfd pfd[MAX_CONNS + 2];
-		int slots[MAX_CONNS];
+		/* The signalfd, the timer, the connections, then the failure
+		 * pipes of the commands starting. */
+		static struct pollfd pfd[2 + MAX_CONNS + MAX_EXECS];
+		static int slots[MAX_CONNS];
+		static pid_t starting[MAX_EXECS];
 		nfds_t n = 0;
 		pfd[n++] = (struct pollfd){.fd = sfd, .events = POLLIN};
 		pfd[n++] = (struct pollfd){.fd = srv.timer, .events = POLLIN};
@@ -2319,12 +2470,30 @@ static int serve(const struct config *c, int sock)
 				pfd[n++] = (struct pollfd){.fd = srv.conns[slot], .events = POLLIN};
 			}
 		}
+		nfds_t nconns = n;
+		for (size_t i = 0; i < srv.n; i++) {
+			if (srv.list[i].report >= 0) {
+				starting[n - nconns] = srv.list[i].pid;
+				pfd[n++] = (struct pollfd){.fd = srv.list[i].report, .events = POLLIN};
+			}
+		}
 		if (poll(pfd, n, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
 		}
 		int dropped = -1;
+		/* Starts first: a command's start is told before its end. */
+		for (nfds_t k = nconns; k < n; k++) {
+			if (pfd[k].revents == 0)
+				continue;
+			for (size_t i = 0; i < srv.n; i++) {
+				if (srv.list[i].pid == starting[k - nconns] && srv.list[i].report >= 0) {
+					finish_start(&srv, i, &dropped);
+					break;
+				}
+			}
+		}
 		if (pfd[0].revents != 0) {
 			struct signalfd_siginfo si;
 			while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
@@ -2336,7 +2505,7 @@ static int serve(const struct config *c, int sock)
 			(void)read(srv.timer, &ticks, sizeof(ticks));
 		}
 		enum outcome out = GO_ON;
-		for (nfds_t i = 2; i < n && out != END_SANDBOX && out != BROKEN; i++) {
+		for (nfds_t i = 2; i < nconns && out != END_SANDBOX && out != BROKEN; i++) {
 			if (pfd[i].revents == 0)
 				continue;
 			int slot = slots[i - 2];

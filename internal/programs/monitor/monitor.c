@@ -107,15 +107,19 @@ static int send_one(int sock, const char *kind, int fd, int flags)
 	while (n < 0 && errno == EINTR);
 	/* The rest, should the first send have taken only part (never, for a
 	 * message this small on a socket with room). */
+	/* Once part of it is sent, the rest must follow whatever the wait:
+	 * a message cut short would break the stream. */
 	size_t done = n < 0 ? 0 : (size_t)n;
 	while (n >= 0 && done < w.len) {
-		n = send(sock, w.buf + done, w.len - done, MSG_NOSIGNAL | flags);
+		n = send(sock, w.buf + done, w.len - done, MSG_NOSIGNAL);
 		if (n < 0 && errno == EINTR)
 			n = 0;
 		else if (n > 0)
 			done += (size_t)n;
 	}
+	int saved = errno;
 	free(w.buf);
+	errno = saved;
 	return n < 0 ? -1 : 0;
 }
 
@@ -190,7 +194,12 @@ static int serve_client(int client)
 		close(client);
 		return 0;
 	}
-	int err = send_one(fds[INIT_SOCK], "attach", pair[0], 0);
+	/* Never waiting on the init: one that does not read (stalled, or
+	 * buried in work) costs the client its connection, not the monitor
+	 * its other clients and its watch over the init. */
+	int err = send_one(fds[INIT_SOCK], "attach", pair[0], MSG_DONTWAIT);
+	if (err != 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		err = 0;
 	close(pair[0]);
 	if (err == 0)
 		(void)send_one(client, "attached", pair[1], MSG_DONTWAIT);
