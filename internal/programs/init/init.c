@@ -2053,7 +2053,7 @@ static pid_t setup(const struct config *c, int sock, int64_t running, struct fai
 
 /* At most MAX_EXECS commands at once, and MAX_CONNS connections: the
  * monitor's (conns[0], fd 3) and those it attached for clients. */
-enum { MAX_EXECS = 1024, MAX_CONNS = 64 };
+enum { MAX_EXECS = 1024, MAX_CONNS = 256 };
 
 /* A client's connection may not hold the init in a half-sent message for
  * longer than this (SO_RCVTIMEO): the init serves every connection. */
