@@ -1,6 +1,7 @@
 package test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jail-sandbox/jail/api"
 )
 
 // The persistent sandboxes of issue 24, through the CLI: each test has a
@@ -496,6 +499,78 @@ ls /proc | grep -E '^[0-9]+$' | tr '\n' ' '
 		// The kill -1 ended the shell itself; the sandbox serves on.
 		if out := h.must("exec", "s1", "--", "echo", "alive"); out != "alive\n" {
 			t.Fatalf("after kill -9 1 and kill -1 inside: %q", out)
+		}
+	})
+}
+
+// TestPersistentCLIAndServerShareSandboxes: a sandbox made by the CLI is
+// served by jail serve (through curl, a client not written here) and one
+// made through the server by the CLI; a server SIGKILLed in the middle of
+// an exec takes that exec's command with it and no sandbox, and a new
+// server serves them on.
+func TestPersistentCLIAndServerShareSandboxes(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl is not installed")
+	}
+	forEachMode(t, func(t *testing.T, m mode) {
+		h := newSandboxHost(t, m)
+		env := []string{"JAIL_STATE_DIR=" + h.state, "JAIL_AUDIT_LOG=" + h.audit}
+		srv := startServeWith(t, m, env)
+		curl := func(method, path, body string) string {
+			t.Helper()
+			args := []string{"-sS", "--max-time", "30", "--unix-socket", srv.socket, "-X", method, "http://jail" + path}
+			if body != "" {
+				args = append(args, "-H", "Content-Type: application/json", "-d", body)
+			}
+			out, err := exec.Command("curl", args...).Output()
+			if err != nil {
+				t.Fatalf("curl %s %s: %v", method, path, err)
+			}
+			return string(out)
+		}
+		h.must("create", "--label", "from=cli", "cli")
+		if out := curl("POST", "/v1/sandboxes/cli/exec", `{"cmd":"sh","args":["-c","echo via-server > /tmp/f; cat /tmp/f"]}`); !strings.Contains(out, `"stdout":"via-server\n"`) {
+			t.Fatalf("exec through the server in the CLI's sandbox: %s", out)
+		}
+		if out := h.must("exec", "cli", "--", "cat", "/tmp/f"); out != "via-server\n" {
+			t.Fatalf("the CLI after the server's exec: %q", out)
+		}
+		if out := curl("POST", "/v1/sandboxes", `{"name":"api","labels":{"from":"api"}}`); !strings.Contains(out, `"name":"api"`) {
+			t.Fatalf("create through the server: %s", out)
+		}
+		if out := h.must("shell", "api", "echo from-cli"); out != "from-cli\n" {
+			t.Fatalf("the CLI in the server's sandbox: %q", out)
+		}
+		if out := curl("GET", "/v1/sandboxes?label=from=cli", ""); !strings.Contains(out, `"name":"cli"`) || strings.Contains(out, `"name":"api"`) {
+			t.Fatalf("the server's list with a label: %s", out)
+		}
+		if out := curl("GET", "/v1/sandboxes/cli/logs", ""); !strings.Contains(out, "via-server") {
+			t.Fatalf("the server's logs of the CLI's sandbox: %q", out)
+		}
+
+		// A server killed mid-exec.
+		long := exec.Command("curl", "-sS", "--max-time", "30", "--unix-socket", srv.socket, "-d", `{"cmd":"sh","args":["-c","sleep 1000"]}`, "http://jail/v1/sandboxes/cli/exec")
+		if err := long.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "the long exec running", func() bool {
+			return strings.TrimSpace(h.must("shell", "cli", "ps -eo args | grep -c '^sleep 1000' || true")) == "1"
+		})
+		_ = srv.cmd.Process.Kill()
+		_ = srv.cmd.Wait()
+		_ = long.Wait()
+		waitFor(t, 10*time.Second, "the killed server's exec gone", func() bool {
+			return strings.TrimSpace(h.must("shell", "cli", "ps -eo args | grep -c '^sleep 1000' || true")) == "0"
+		})
+		for _, name := range []string{"cli", "api"} {
+			if st := h.state1(name); st != "running" {
+				t.Fatalf("%s after the server's SIGKILL: %s", name, st)
+			}
+		}
+		srv2 := startServeWith(t, m, env)
+		res, err := srv2.client.Exec(context.Background(), "api", api.ExecRequest{Cmd: "echo", Args: []string{"again"}})
+		if err != nil || res.Stdout != "again\n" {
+			t.Fatalf("a new server's exec: %v %+v", err, res)
 		}
 	})
 }

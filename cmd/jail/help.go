@@ -39,7 +39,7 @@ var runOptions = []optionGroup{
 	{"Policy", []option{
 		{"profile", "NAME", "named policy: seccomp, limits, masks (default default)"},
 		{"net", "none", "network: none, a loopback interface only (default none)"},
-		{"secret", "NAME", "not supported yet: refused (exit 125)"},
+		{"secret", "NAME", "a secret (jail secret add) given to the command as the variable NAME; its value is scrubbed from the output"},
 	}},
 	{"Identity and environment", []option{
 		{"user", "UID[:GID]", "identity inside the sandbox (default 0, never host root)"},

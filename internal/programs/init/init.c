@@ -2070,6 +2070,7 @@ struct running_exec {
 	 * which go with the started report; and its end, should it be
 	 * reaped before its start is told. */
 	int report, pidfd, master;
+	char name[128]; /* its program as asked for, for a failure's message */
 	bool reaped;
 	int status;
 	struct rusage ru;
@@ -2156,6 +2157,7 @@ static enum outcome start_exec(struct server *srv, int slot, const struct messag
 	/* Its start is reported once its exec is known to have happened
 	 * (finish_start), its exit after that. */
 	srv->list[srv->n++] = (struct running_exec){.pid = pid, .exec = id, .conn = slot, .report = report, .pidfd = pidfd, .master = master};
+	message(srv->list[srv->n - 1].name, sizeof(srv->list[srv->n - 1].name), "%s", p->args[0]);
 	srv->stopped = false;
 	srv->active = now();
 	srv->total++;
@@ -2219,7 +2221,7 @@ static void finish_start(struct server *srv, size_t i, int *dropped)
 		int conn = e->conn;
 		struct failure f = {0};
 		struct process p = {0};
-		char *args[2] = {(char *)"command", NULL};
+		char *args[2] = {e->name, NULL};
 		p.args = args;
 		p.nargs = 1;
 		child_failed(&p, &cf, &f);
