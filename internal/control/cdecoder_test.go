@@ -249,25 +249,34 @@ func TestCDecoderRefusesWhatGoRefuses(t *testing.T) {
 	sv := func(x int64) []byte { return binary.AppendVarint(nil, x) }
 	str := func(s string) []byte { return v(uv(uint64(len(s))), []byte(s)) }
 	// A reply's head: version, kind, step, reason, code, signal, pid,
-	// running, built, exec; then no config, process or spawn.
+	// running, built, exec, then a persistent sandbox's cpu, max rss,
+	// commands, others, stopped, active and total; then no config,
+	// process or spawn.
+	rest := v(sv(0), sv(0), sv(0), []byte{0, 0}, sv(0), sv(0))
 	head := func(code, signal, pid int64) []byte {
-		return v(uv(1), str("exit"), str(""), str(""), sv(code), sv(signal), sv(pid), sv(0), sv(0), uv(0))
+		return v(uv(1), str("exit"), str(""), str(""), sv(code), sv(signal), sv(pid), sv(0), sv(0), uv(0), rest)
 	}
 	none := []byte{0, 0, 0}
 	if _, err := decode(v(head(0, 0, 0), none)); err != nil {
 		t.Fatalf("the hand-made reply is wrong: %v", err)
 	}
 	refused := map[string][]byte{
-		"a byte past the end":   v(head(0, 0, 0), none, []byte{0}),
-		"a NUL in a string":     v(uv(1), str("ex\x00it"), str(""), str(""), sv(0), sv(0), sv(0), sv(0), sv(0), uv(0), none),
-		"a bool of 2":           v(head(0, 0, 0), []byte{2, 0, 0}),
+		"a byte past the end": v(head(0, 0, 0), none, []byte{0}),
+		"a NUL in a string":   v(uv(1), str("ex\x00it"), str(""), str(""), sv(0), sv(0), sv(0), sv(0), sv(0), uv(0), rest, none),
+		"a bool of 2":         v(head(0, 0, 0), []byte{2, 0, 0}),
+		"others of 2": v(uv(1), str("status"), str(""), str(""), sv(0), sv(0), sv(0), sv(0), sv(0), uv(0),
+			sv(0), sv(0), sv(0), []byte{2, 0}, sv(0), sv(0), none),
 		"code past int32":       v(head(math.MaxInt32+1, 0, 0), none),
 		"code below int32":      v(head(math.MinInt32-1, 0, 0), none),
 		"signal 129":            v(head(0, 129, 0), none),
 		"signal -1":             v(head(0, -1, 0), none),
 		"pid -1":                v(head(0, 0, -1), none),
-		"a varint of 11 bytes":  v(uv(1), str("exit"), str(""), str(""), bytes.Repeat([]byte{0x80}, 10), []byte{0}, sv(0), sv(0), sv(0), sv(0), uv(0), none),
-		"a varint past 64 bits": v(uv(1), str("exit"), str(""), str(""), bytes.Repeat([]byte{0xff}, 9), []byte{2}, sv(0), sv(0), sv(0), sv(0), uv(0), none),
+		"a varint of 11 bytes":  v(uv(1), str("exit"), str(""), str(""), bytes.Repeat([]byte{0x80}, 10), []byte{0}, sv(0), sv(0), sv(0), sv(0), uv(0), rest, none),
+		"a varint past 64 bits": v(uv(1), str("exit"), str(""), str(""), bytes.Repeat([]byte{0xff}, 9), []byte{2}, sv(0), sv(0), sv(0), sv(0), uv(0), rest, none),
+		"commands past its bound": v(uv(1), str("status"), str(""), str(""), sv(0), sv(0), sv(0), sv(0), sv(0), uv(0),
+			sv(0), sv(0), sv(1048577), []byte{0, 0}, sv(0), sv(0), none),
+		"a negative cpu": v(uv(1), str("exit"), str(""), str(""), sv(0), sv(0), sv(0), sv(0), sv(0), uv(0),
+			sv(-1), sv(0), sv(0), []byte{0, 0}, sv(0), sv(0), none),
 		"a length past the end": v(uv(1), uv(1<<40), []byte("exit")),
 		"a count past the end":  v(head(0, 0, 0), []byte{0, 1}, uv(1<<20), none[:1]),
 		"version 2":             v(uv(2), head(0, 0, 0)[1:], none),
