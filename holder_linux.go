@@ -124,6 +124,14 @@ func hold(report *os.File) error {
 	if err != nil {
 		return err
 	}
+	// What the spec resolves to now, for a later create --reuse.
+	if print, err := fingerprint(&spec); err != nil {
+		p.Close()
+		return &SetupError{Step: "create", Err: err}
+	} else if err := sb.WriteFile(fingerprintFile, []byte(print)); err != nil {
+		p.Close()
+		return err
+	}
 	p.Config.TTL, p.Config.IdleTimeout = int64(stored.TTL), int64(stored.IdleTimeout)
 	process := p.Config.Process
 	process.Args = nil

@@ -4,6 +4,8 @@ package jail
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,10 +24,12 @@ import (
 	"github.com/jail-sandbox/jail/cgroups"
 	"github.com/jail-sandbox/jail/internal/audit"
 	"github.com/jail-sandbox/jail/internal/config"
+	"github.com/jail-sandbox/jail/internal/privdir"
 	"github.com/jail-sandbox/jail/internal/sandboxdir"
 	"github.com/jail-sandbox/jail/internal/sandboxlog"
 	"github.com/jail-sandbox/jail/internal/secrets"
 	"github.com/jail-sandbox/jail/internal/supervisor"
+	"github.com/jail-sandbox/jail/profiles"
 )
 
 // ManagerOptions configure a Manager; the zero value is the user's own
@@ -321,7 +325,7 @@ func (m *Manager) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 			if attempt > 0 {
 				return nil, &SetupError{Step: "create " + spec.Name, Err: errors.New("made again by another process meanwhile")}
 			}
-			if s, ok := m.reusable(spec.Name, stored); ok {
+			if s, ok := m.reusable(spec.Name, stored, &spec); ok {
 				return s, nil
 			}
 			if err := m.Remove(spec.Name, true); err != nil && !errors.Is(err, ErrNotFound) {
@@ -343,8 +347,9 @@ func (m *Manager) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 	}
 }
 
-// reusable returns the running sandbox name when it was made from stored.
-func (m *Manager) reusable(name string, stored storedSpec) (*Sandbox, bool) {
+// reusable returns the running sandbox name when it was made from stored
+// and spec resolves as it did then.
+func (m *Manager) reusable(name string, stored storedSpec, spec *Spec) (*Sandbox, bool) {
 	sb, err := m.store.Open(name)
 	if err != nil {
 		return nil, false
@@ -355,6 +360,13 @@ func (m *Manager) reusable(name string, stored storedSpec) (*Sandbox, bool) {
 		return nil, false
 	}
 	if live, err := sb.Live(); err != nil || !live {
+		return nil, false
+	}
+	then, err := sb.ReadFile(fingerprintFile)
+	if err != nil {
+		return nil, false
+	}
+	if now, err := fingerprint(spec); err != nil || now != string(then) {
 		return nil, false
 	}
 	return &Sandbox{m: m, name: name}, true
@@ -1012,4 +1024,42 @@ func mergeEnv(base, extra []string) []string {
 		}
 	}
 	return out
+}
+
+// fingerprintFile holds what a sandbox's spec resolved to when it was made
+// (its image's digest, its profile's policy), for Reuse.
+const fingerprintFile = "resolved"
+
+// fingerprint is a digest of what spec resolves to beyond its own text:
+// the image its reference names now and the profile's policy as it reads
+// now, so that a sandbox is not reused after a tag was moved or a profile
+// edited.
+func fingerprint(spec *Spec) (string, error) {
+	h := sha256.New()
+	if spec.Image != "" {
+		store, err := ImageStore().Open()
+		if err != nil {
+			return "", err
+		}
+		img, err := store.Lookup(spec.Image)
+		store.Close()
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "image %s\n", img.Digest)
+	}
+	users := new(privdir.Passwd)
+	profile, policy, err := resolveProfile(profiles.DefaultStore(users), spec.ProfileName(), users)
+	if err != nil {
+		return "", err
+	}
+	for _, v := range []any{profile, policy} {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return "", err
+		}
+		h.Write(b)
+		h.Write([]byte{'\n'})
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
