@@ -88,6 +88,11 @@
 #include <linux/close_range.h>
 #include <linux/mount.h>
 
+/* waitid's idtype for a pidfd (Linux 5.4), which musl may not name. */
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
+
 static int open_tree(int dirfd, const char *path, unsigned int flags)
 {
 	return (int)syscall(SYS_open_tree, dirfd, path, flags);
@@ -1780,17 +1785,54 @@ static bool may_share_memory(const struct process *p)
 	return n >= 1 && (value[0] == '0' || value[0] == '2');
 }
 
+/*
+ * wait_exec waits until the command's process, started without
+ * CLONE_VFORK, has executed its program or ended: the write end of the pipe
+ * whose read end is exec_r closes then (close-on-exec). It returns -1 when
+ * the process was stopped before that: some process of the sandbox stopped
+ * it (SIGSTOP), and it might never go on.
+ */
+static int wait_exec(int pidfd, int exec_r)
+{
+	for (;;) {
+		struct pollfd pfd = {.fd = exec_r, .events = POLLIN};
+		int n = poll(&pfd, 1, 20);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n > 0)
+			return 0;
+		if (n < 0)
+			return -1;
+		siginfo_t si;
+		memset(&si, 0, sizeof(si));
+		if (waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WSTOPPED | WNOHANG | WNOWAIT) == 0 && si.si_pid != 0 &&
+		    si.si_code == CLD_STOPPED) {
+			/* Stopped after its execve, it is the command, stopped;
+			 * the pipe tells which (a stopped process does not move
+			 * on). */
+			pfd.revents = 0;
+			return poll(&pfd, 1, 0) > 0 ? 0 : -1;
+		}
+	}
+}
+
 /* spawn starts the command; it returns its pid, and a pidfd of it.
  *
- * The init waits until the command's process has exec'd or failed
- * (CLONE_VFORK), which it reports in a page the two share (MAP_SHARED,
- * made once) rather than through a pipe. Where that is safe
+ * The init waits until the command's process has exec'd or failed, which
+ * it reports in a page the two share (MAP_SHARED, made once). Until the
+ * first command of a persistent sandbox, nothing but the init runs in the
+ * sandbox, and it waits in the kernel (CLONE_VFORK); where that is safe
  * (may_share_memory) the process shares all the init's memory until its
  * execve (CLONE_VM, as posix_spawn does), so nothing of the init is
- * copied; otherwise it gets a copy, as a fork. Its descriptors, working
- * directory, credentials and filter are its own either way (no
- * CLONE_FILES, CLONE_FS, CLONE_THREAD, CLONE_SIGHAND), and its execve
- * gives it a memory of its own. CLONE_PIDFD names it from the start. */
+ * copied; otherwise it gets a copy, as a fork. In a persistent sandbox,
+ * earlier commands may still run, and one of them may stop the process
+ * (any process of the init's uid may signal it until it changes ids): an
+ * init waiting in the kernel would then wait for ever, and serve no one.
+ * There it gets a copy and the init waits on a pipe closed by its execve
+ * (wait_exec), killing it if it was stopped first. Its descriptors,
+ * working directory, credentials and filter are its own either way (no
+ * CLONE_FILES, CLONE_FS, CLONE_THREAD, CLONE_SIGHAND), and its execve gives
+ * it a memory of its own. CLONE_PIDFD names it from the start. */
 static int spawn(const struct config *c, const struct process *p, const int stdio[3], int *pidfd, struct failure *f)
 {
 	if (p->nargs == 0)
@@ -1817,15 +1859,46 @@ static int spawn(const struct config *c, const struct process *p, const int stdi
 	}
 	*cf = (struct child_failure){0, 0};
 	struct child_start cs = {c, p, path, stdio, cf};
-	int flags = CLONE_VFORK | CLONE_PIDFD | SIGCHLD;
-	if (may_share_memory(p))
-		flags |= CLONE_VM;
+	int flags = CLONE_PIDFD | SIGCHLD;
+	/* The pipe's write end goes to the command's process only, above
+	 * its stdio, which would otherwise replace it. */
+	int exec_pipe[2] = {-1, -1};
+	if (!c->persistent) {
+		flags |= CLONE_VFORK;
+		if (may_share_memory(p))
+			flags |= CLONE_VM;
+	} else if (pipe2(exec_pipe, O_CLOEXEC) != 0) {
+		return fail_errno(f, "start", "pipe");
+	} else if (exec_pipe[1] < 3) {
+		int moved = fcntl(exec_pipe[1], F_DUPFD_CLOEXEC, 3);
+		close(exec_pipe[1]);
+		exec_pipe[1] = moved;
+		if (moved < 0) {
+			close(exec_pipe[0]);
+			return fail_errno(f, "start", "pipe");
+		}
+	}
 	char text[128];
 	int fd = -1;
 	pid_t pid = clone(command_child, command_stack + sizeof(command_stack), flags, &cs, &fd);
+	int clone_err = errno;
+	if (exec_pipe[1] >= 0)
+		close(exec_pipe[1]);
 	if (pid < 0) {
-		errtext(errno, text, sizeof(text));
+		if (exec_pipe[0] >= 0)
+			close(exec_pipe[0]);
+		errtext(clone_err, text, sizeof(text));
 		return exec_failure(f, 126, "exec %s: %s", p->args[0], text);
+	}
+	if (exec_pipe[0] >= 0) {
+		int waited = wait_exec(fd, exec_pipe[0]);
+		close(exec_pipe[0]);
+		if (waited != 0) {
+			(void)kill(pid, SIGKILL);
+			close(fd);
+			waitpid(pid, NULL, 0);
+			return exec_failure(f, 126, "exec %s: stopped by a signal before its execve (killed)", p->args[0]);
+		}
 	}
 	if (cf->stage != 0) {
 		close(fd);
