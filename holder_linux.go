@@ -96,6 +96,14 @@ func hold(report *os.File) error {
 		return errors.New("the holder is started by jail only")
 	}
 	name := os.Args[1]
+	// Whatever else the creator let this process inherit (os/exec closes
+	// only close-on-exec descriptors) would go on to the init, the janitor
+	// and the monitor, and stay open for the sandbox's whole life: a pipe
+	// its creator's caller waits on, say. Only what the monitor is given
+	// below, by number, passes the exec.
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return fmt.Errorf("the holder's descriptors: %w", err)
+	}
 	dir, parent := os.NewFile(3, "sandbox-dir"), os.NewFile(4, "sandboxes-dir")
 	for _, f := range []*os.File{dir, parent, report} {
 		if _, err := unix.FcntlInt(f.Fd(), unix.F_GETFD, 0); err != nil {

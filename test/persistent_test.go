@@ -331,8 +331,8 @@ func TestPersistentTTLAndIdleTimeout(t *testing.T) {
 	})
 }
 
-// monitorOf is the pid of the monitor of sandbox name.
-func monitorOf(t *testing.T, name string) int {
+// monitorPid is the pid of the monitor of sandbox name.
+func monitorPid(t *testing.T, name string) int {
 	t.Helper()
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
@@ -360,7 +360,7 @@ func TestPersistentSurvivesItsCreatorAndKills(t *testing.T) {
 		h.must("create", "a")
 		h.must("create", "b")
 		h.must("shell", "a", "sleep 1000 >/dev/null 2>&1 &")
-		if err := syscall.Kill(monitorOf(t, "a"), syscall.SIGKILL); err != nil {
+		if err := syscall.Kill(monitorPid(t, "a"), syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, 10*time.Second, "a shown dead", func() bool { return h.state1("a") == "dead" })
@@ -445,7 +445,7 @@ func TestPersistentSecretsStayHidden(t *testing.T) {
 			}
 			return nil
 		})
-		monitor := monitorOf(t, "s1")
+		monitor := monitorPid(t, "s1")
 		for _, pid := range append([]int{monitor}, childrenOf(monitor)...) {
 			env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
 			check(fmt.Sprintf("environ of %d", pid), string(env))

@@ -343,14 +343,16 @@ func (s *Store) Remove(name string) error {
 		d.Close()
 		return fmt.Errorf("sandbox %s: %w", name, err)
 	}
+	// A monitor ending after an end removes the same files (its lock
+	// last): what is gone already is not an error.
 	for _, e := range entries {
-		if err := unix.Unlinkat(fd, e, 0); err != nil {
+		if err := unix.Unlinkat(fd, e, 0); err != nil && err != unix.ENOENT {
 			d.Close()
 			return fmt.Errorf("sandbox %s: remove %s: %w", name, e, err)
 		}
 	}
 	d.Close()
-	if err := unix.Unlinkat(int(s.dir.Fd()), name, unix.AT_REMOVEDIR); err != nil {
+	if err := unix.Unlinkat(int(s.dir.Fd()), name, unix.AT_REMOVEDIR); err != nil && err != unix.ENOENT {
 		return fmt.Errorf("sandbox %s: %w", name, err)
 	}
 	return nil

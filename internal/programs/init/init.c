@@ -1880,7 +1880,8 @@ static int spawn_async(const struct config *c, const struct process *p, const in
 	if (spawn_checks(c, p, path, sizeof(path), f) != 0)
 		return -1;
 	int pipefd[2];
-	if (pipe2(pipefd, O_CLOEXEC) != 0)
+	/* Non-blocking: the init reads it whenever it looks (finish_start). */
+	if (pipe2(pipefd, O_CLOEXEC | O_NONBLOCK) != 0)
 		return fail_errno(f, "start", "pipe");
 	struct child_failure own = {0, 0}; /* the child's copy is its own */
 	struct child_start cs = {c, p, path, stdio, &own, pipefd[1]};
@@ -2072,6 +2073,7 @@ struct running_exec {
 	int report, pidfd, master;
 	char name[128]; /* its program as asked for, for a failure's message */
 	bool reaped;
+	bool stopped_early; /* killed for being stopped before its execve */
 	int status;
 	struct rusage ru;
 };
@@ -2212,10 +2214,15 @@ static void finish_start(struct server *srv, size_t i, int *dropped)
 		return;
 	close(e->report);
 	e->report = -1;
+	if (n == 0 && e->stopped_early) {
+		/* Its end of file is its death, not its exec. */
+		cf = (struct child_failure){2, EINTR};
+		n = -1;
+	}
 	if (n != 0) {
 		/* It failed (or said something unreadable): it exits 127 by
 		 * itself, and is reaped as an orphan. */
-		if (n != (ssize_t)sizeof(cf))
+		if (n != (ssize_t)sizeof(cf) && !e->stopped_early)
 			cf = (struct child_failure){2, EIO};
 		uint64_t id = e->exec;
 		int conn = e->conn;
@@ -2224,7 +2231,10 @@ static void finish_start(struct server *srv, size_t i, int *dropped)
 		char *args[2] = {e->name, NULL};
 		p.args = args;
 		p.nargs = 1;
-		child_failed(&p, &cf, &f);
+		if (e->stopped_early)
+			exec_failure(&f, 126, "exec %s: stopped by a signal before its execve (killed)", e->name);
+		else
+			child_failed(&p, &cf, &f);
 		remove_exec(srv, i);
 		if (conn >= 0 && reply_failure(srv, conn, &f, id) != 0)
 			*dropped = conn;
@@ -2281,6 +2291,42 @@ static enum outcome signal_exec(struct server *srv, int slot, const struct messa
  * started on request to their connection; orphans the commands left go
  * silently. A connection that cannot take its report is dropped
  * (*dropped gets its slot, or stays -1). */
+static void reap_execs(struct server *srv, int *dropped);
+
+/*
+ * stop_watch finds the commands that were stopped (SIGSTOP, by any process
+ * of the sandbox) between their clone and their execve, and kills them:
+ * such a command would otherwise wait, unstarted, until someone continues
+ * it, and its exec with it. What has reported its start first (or exec'd:
+ * end of file) is a command like any other, which may be stopped.
+ */
+static void stop_watch(struct server *srv, int *dropped)
+{
+	for (size_t i = 0; i < srv->n;) {
+		struct running_exec *e = &srv->list[i];
+		if (e->report < 0 || e->stopped_early) {
+			i++;
+			continue;
+		}
+		pid_t pid = e->pid;
+		size_t before = srv->n;
+		finish_start(srv, i, dropped);
+		if (srv->n != before || srv->list[i].pid != pid || srv->list[i].report < 0) {
+			if (srv->n == before)
+				i++;
+			continue; /* started, or failed, meanwhile */
+		}
+		siginfo_t info;
+		memset(&info, 0, sizeof(info));
+		if (waitid(P_PID, (id_t)pid, &info, WSTOPPED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid &&
+		    info.si_code == CLD_STOPPED) {
+			srv->list[i].stopped_early = true;
+			(void)kill(pid, SIGKILL);
+		}
+		i++;
+	}
+}
+
 static void reap_execs(struct server *srv, int *dropped)
 {
 	for (;;) {
@@ -2501,6 +2547,7 @@ static int serve(const struct config *c, int sock)
 			while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
 				;
 			reap_execs(&srv, &dropped);
+			stop_watch(&srv, &dropped);
 		}
 		if (pfd[1].revents != 0) {
 			uint64_t ticks;

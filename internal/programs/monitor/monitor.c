@@ -222,10 +222,13 @@ static void remove_state(const char *name)
 	}
 	struct dirent *e;
 	while ((e = readdir(d)) != NULL) {
-		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 && strcmp(e->d_name, "lock") != 0)
 			(void)unlinkat(fds[STATE_DIR], e->d_name, 0);
 	}
 	closedir(d);
+	/* The lock last: until it is gone, a client sees the sandbox alive
+	 * (its lock held), not a dead one to remove beside this. */
+	(void)unlinkat(fds[STATE_DIR], "lock", 0);
 	(void)unlinkat(fds[STATE_PARENT], name, AT_REMOVEDIR);
 }
 
