@@ -549,14 +549,25 @@ func (m *Manager) Remove(name string, force bool) error {
 		c, err := supervisor.Dial(sb.Dir())
 		if err == nil {
 			defer c.Close()
-			st, err := c.Status(context.Background())
+			ctx, cancel := context.WithTimeout(context.Background(), answerWait)
+			st, err := c.Status(ctx)
+			cancel()
 			if err == nil && !st.Stopped && !force {
 				return fmt.Errorf("rm %s: %w: stop it first, or force its removal (-f)", name, ErrRunning)
 			}
+			if err != nil && !force {
+				return &SetupError{Step: "rm " + name, Err: errors.New("the sandbox does not answer: force its removal (-f)")}
+			}
 			// The init kills everything and ends; its monitor then
-			// removes the directory and ends.
+			// removes the directory and ends. One that does not
+			// answer loses its monitor, and its janitor then kills
+			// what is left in its cgroup.
 			_ = c.End()
-			<-c.Gone()
+			select {
+			case <-c.Gone():
+			case <-time.After(answerWait):
+				_ = c.KillMonitor()
+			}
 		}
 		if err := waitDead(sb, 10*time.Second); err != nil {
 			return &SetupError{Step: "rm " + name, Err: err}
@@ -568,6 +579,10 @@ func (m *Manager) Remove(name string, force bool) error {
 	m.record(audit.Event{Event: audit.Remove, Sandbox: name, Labels: labels})
 	return nil
 }
+
+// answerWait bounds how long a sandbox's init may take to answer a
+// status or an end: it answers at once unless something is wrong with it.
+const answerWait = 5 * time.Second
 
 // waitDead waits until the sandbox's monitor has let go of its lock.
 func waitDead(sb *sandboxdir.Sandbox, limit time.Duration) error {
@@ -809,9 +824,12 @@ func (s *Sandbox) Info() (SandboxInfo, error) {
 	if err != nil {
 		return info, nil
 	}
-	st, err := c.client.Status(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), answerWait)
+	st, err := c.client.Status(ctx)
+	cancel()
 	if err != nil {
 		s.m.forget(s.name)
+		info.State = StateRunning // alive (its lock is held), not answering
 		return info, nil
 	}
 	info.State = StateRunning

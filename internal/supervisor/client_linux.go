@@ -34,6 +34,9 @@ type Client struct {
 	// gone is closed once the connection has ended.
 	gone      chan struct{}
 	closeOnce sync.Once
+	// monitor is a pidfd of the sandbox's monitor (nil: none known), for
+	// a removal the sandbox does not answer.
+	monitor *os.File
 }
 
 // ErrSandboxGone: the sandbox's monitor or init is gone (or went away
@@ -65,10 +68,30 @@ func Dial(dir *os.File) (*Client, error) {
 	first := control.FromFD(sock)
 	first.LimitReceive(control.MaxReport)
 	msg, files, err := first.Recv()
+	// The monitor, named once it has answered: by the pidfd the kernel
+	// keeps of the listener's process (SO_PEERPIDFD, Linux 6.5), else by
+	// its pid, opened while its answer shows it alive.
+	var monitor *os.File
+	if raw, rerr := first.File().SyscallConn(); err == nil && rerr == nil {
+		_ = raw.Control(func(fd uintptr) {
+			if pidfd, perr := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PEERPIDFD); perr == nil && pidfd >= 0 {
+				monitor = os.NewFile(uintptr(pidfd), "monitor-pidfd")
+				return
+			}
+			if cred, perr := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); perr == nil && cred.Pid > 0 {
+				if pidfd, perr := unix.PidfdOpen(int(cred.Pid), 0); perr == nil {
+					monitor = os.NewFile(uintptr(pidfd), "monitor-pidfd")
+				}
+			}
+		})
+	}
 	first.Close()
 	if err != nil || msg.Kind != "attached" || len(files) != 1 {
 		for _, f := range files {
 			f.Close()
+		}
+		if monitor != nil {
+			monitor.Close()
 		}
 		return nil, ErrSandboxGone
 	}
@@ -84,6 +107,7 @@ func Dial(dir *os.File) (*Client, error) {
 	conn := control.FromFD(fd)
 	conn.LimitReceive(control.MaxReport)
 	c := &Client{
+		monitor:  monitor,
 		conn:     conn,
 		execs:    &execReplies{waiting: map[uint64]chan execReply{}},
 		statuses: make(chan control.Message, 1),
@@ -134,7 +158,20 @@ func (c *Client) Close() {
 		_ = c.conn.Hangup()
 		<-c.gone
 		c.conn.Close()
+		if c.monitor != nil {
+			c.monitor.Close()
+		}
 	})
+}
+
+// KillMonitor SIGKILLs the sandbox's monitor, for a sandbox that does not
+// answer: its init's first connection hangs up, and its cgroup janitor
+// kills whatever is left in the cgroup.
+func (c *Client) KillMonitor() error {
+	if c.monitor == nil {
+		return errors.New("the monitor is not known")
+	}
+	return unix.PidfdSendSignal(int(c.monitor.Fd()), unix.SIGKILL, nil, 0)
 }
 
 // Gone is closed once the connection has ended (the sandbox, or its
