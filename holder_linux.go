@@ -85,7 +85,11 @@ func holderMain() {
 	err := hold(report)
 	// Only a failure gets here: the monitor replaced this program.
 	b, _ := json.Marshal(reportOf(err))
-	_, _ = report.Write(append(b, '\n'))
+	if _, werr := report.Write(append(b, '\n')); werr != nil && len(os.Args) == 2 && sandboxdir.ValidName(os.Args[1]) == nil {
+		// Its creator is gone (killed in the middle of jail create):
+		// no one will remove what it made, so it does.
+		_ = sandboxdir.RemoveHeld(os.NewFile(4, "sandboxes-dir"), os.Args[1])
+	}
 	os.Exit(ExitSetup)
 }
 
@@ -194,6 +198,8 @@ func hold(report *os.File) error {
 	}
 	// Ready: Create returns once this is read. The report pipe closes
 	// with the exec (close-on-exec).
+	// A creator gone meanwhile (its report pipe broken) made nothing: the
+	// sandbox is torn down, and its directory removed (holderMain).
 	if _, err := report.Write([]byte("{}\n")); err != nil {
 		return fail(err)
 	}

@@ -809,7 +809,11 @@ func (s *Sandbox) Info() (SandboxInfo, error) {
 	defer sb.Close()
 	stored, err := readStored(sb)
 	if err != nil {
-		// Made a moment ago, its spec not yet written; or broken.
+		// Made a moment ago, its spec not yet written, or left so by a
+		// creator killed then; with no monitor, it is dead, to remove.
+		if live, _ := sb.Live(); !live {
+			return SandboxInfo{Name: s.name, State: StateDead}, nil
+		}
 		return SandboxInfo{}, &SetupError{Step: "sandbox " + s.name, Err: err}
 	}
 	info := SandboxInfo{

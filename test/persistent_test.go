@@ -574,3 +574,43 @@ func TestPersistentCLIAndServerShareSandboxes(t *testing.T) {
 		}
 	})
 }
+
+// TestPersistentCreateKilledMidway: a jail create SIGKILLed at any moment
+// leaves a sandbox that runs (its holder got far enough), a dead one that
+// ls shows and rm removes (the creator died before its holder started), or
+// nothing; never a process, mount or cgroup that nothing accounts for.
+func TestPersistentCreateKilledMidway(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		h := newSandboxHost(t, m)
+		for i := 0; i < 12; i++ {
+			cmd := h.cmd("create", fmt.Sprintf("k%d", i))
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Duration(i) * 2 * time.Millisecond)
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+		// Holders whose creator died finish or give up by themselves.
+		time.Sleep(2 * time.Second)
+		for _, info := range h.ls() {
+			switch info.State {
+			case "running":
+				if out := h.must("exec", info.Name, "--", "echo", "ok"); out != "ok\n" {
+					t.Errorf("%s: %q", info.Name, out)
+				}
+			case "dead":
+			default:
+				t.Errorf("%s: %s", info.Name, info.State)
+			}
+			h.must("rm", "-f", info.Name)
+		}
+		if left := h.ls(); len(left) != 0 {
+			t.Fatalf("after rm -f of all: %+v", left)
+		}
+		entries, _ := os.ReadDir(filepath.Join(h.state, "sandboxes"))
+		if len(entries) != 0 {
+			t.Fatalf("the state directory keeps %v", entries)
+		}
+	})
+}

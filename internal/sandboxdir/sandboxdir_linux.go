@@ -318,6 +318,32 @@ func readAll(f *os.File) ([]byte, error) {
 	return data, nil
 }
 
+// RemoveHeld removes the directory name in parent, whose lock the caller
+// holds (a holder that made it and failed): every file, then the
+// directory, never through a link.
+func RemoveHeld(parent *os.File, name string) error {
+	if err := ValidName(name); err != nil {
+		return err
+	}
+	fd, err := unix.Openat(int(parent.Fd()), name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	d := os.NewFile(uintptr(fd), name)
+	defer d.Close()
+	entries, err := d.Readdirnames(-1)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e != LockFile {
+			_ = unix.Unlinkat(fd, e, 0)
+		}
+	}
+	_ = unix.Unlinkat(fd, LockFile, 0)
+	return unix.Unlinkat(int(parent.Fd()), name, unix.AT_REMOVEDIR)
+}
+
 // Remove removes the directory of the sandbox name, whose monitor must be
 // gone (ErrLive otherwise): its lock is taken for the removal, so that two
 // removals, or a removal and a monitor, never meet. The directory holds
