@@ -69,7 +69,15 @@ func (p *persistEnv) create(t *testing.T, name string, args ...string) {
 // jail:monitor process holding that sandbox's state directory.
 func monitorOf(t *testing.T, p *persistEnv, name string) int {
 	t.Helper()
-	dir := filepath.Join(p.state, "sandboxes", name)
+	return monitorIn(t, p.state, name)
+}
+
+// monitorIn is the pid of the monitor of sandbox name in the state
+// directory state: the one holding that sandbox's directory open, so that
+// another test's sandbox of the same name is never taken for it.
+func monitorIn(t *testing.T, state, name string) int {
+	t.Helper()
+	dir := filepath.Join(state, "sandboxes", name)
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())

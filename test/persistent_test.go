@@ -331,25 +331,6 @@ func TestPersistentTTLAndIdleTimeout(t *testing.T) {
 	})
 }
 
-// monitorPid is the pid of the monitor of sandbox name.
-func monitorPid(t *testing.T, name string) int {
-	t.Helper()
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		args := strings.Split(string(cmdline), "\x00")
-		if len(args) > 2 && args[0] == "jail:monitor" && args[1] == name {
-			return pid
-		}
-	}
-	t.Fatalf("no monitor of %s", name)
-	return 0
-}
-
 // TestPersistentSurvivesItsCreatorAndKills: a sandbox outlives the CLI
 // that made it; a SIGKILLed monitor leaves a dead sandbox that rm
 // cleans, and takes no other sandbox with it; a SIGKILLed jail exec takes
@@ -360,7 +341,7 @@ func TestPersistentSurvivesItsCreatorAndKills(t *testing.T) {
 		h.must("create", "a")
 		h.must("create", "b")
 		h.must("shell", "a", "sleep 1000 >/dev/null 2>&1 &")
-		if err := syscall.Kill(monitorPid(t, "a"), syscall.SIGKILL); err != nil {
+		if err := syscall.Kill(monitorIn(t, h.state, "a"), syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, 10*time.Second, "a shown dead", func() bool { return h.state1("a") == "dead" })
@@ -445,7 +426,7 @@ func TestPersistentSecretsStayHidden(t *testing.T) {
 			}
 			return nil
 		})
-		monitor := monitorPid(t, "s1")
+		monitor := monitorIn(t, h.state, "s1")
 		for _, pid := range append([]int{monitor}, childrenOf(monitor)...) {
 			env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
 			check(fmt.Sprintf("environ of %d", pid), string(env))

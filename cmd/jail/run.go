@@ -136,6 +136,14 @@ func runCommand(args []string) int {
 	}
 
 	res, err := jail.Run(context.Background(), spec)
+	return finish(res, err, spec.Timeout, spec.Capture)
+}
+
+// finish reports how a command of run or exec ended and returns the status
+// jail exits with: jail's own failure as one line (125), the command's
+// failure to start (126, 127), a timeout or an OOM kill as a line, and the
+// result object with --json.
+func finish(res jail.Result, err error, timeout time.Duration, capture bool) int {
 	var ee *jail.ExecError
 	if err != nil && !errors.As(err, &ee) {
 		return fail("%v", err)
@@ -144,12 +152,16 @@ func runCommand(args []string) int {
 		fmt.Fprintf(os.Stderr, "jail: %v\n", err) // one line: ExecError's text is
 	}
 	if res.TimedOut {
-		fmt.Fprintf(os.Stderr, "jail: killed: timeout after %s\n", spec.Timeout)
+		if timeout > 0 {
+			fmt.Fprintf(os.Stderr, "jail: killed: timeout after %s\n", timeout)
+		} else {
+			fmt.Fprintln(os.Stderr, "jail: killed: timeout")
+		}
 	}
 	if res.OOMKilled {
 		fmt.Fprintln(os.Stderr, "jail: killed: out of memory")
 	}
-	if spec.Capture {
+	if capture {
 		out, _ := json.Marshal(res)
 		fmt.Println(string(out))
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -181,24 +180,7 @@ func execCommand(args []string, shell bool) int {
 		p.WindowSize, p.Resize = spec.WindowSize, spec.Resize
 	}
 	res, err := sb.Exec(context.Background(), p)
-	var ee *jail.ExecError
-	if err != nil && !errors.As(err, &ee) {
-		return fail("%v", err)
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "jail: %v\n", err)
-	}
-	if res.TimedOut {
-		fmt.Fprintf(os.Stderr, "jail: killed: timeout after %s\n", p.Timeout)
-	}
-	if res.OOMKilled {
-		fmt.Fprintln(os.Stderr, "jail: killed: out of memory")
-	}
-	if p.Capture {
-		out, _ := json.Marshal(res)
-		fmt.Println(string(out))
-	}
-	return res.ExitCode
+	return finish(res, err, p.Timeout, p.Capture)
 }
 
 // oneSandbox parses a command that takes flags and one NAME.

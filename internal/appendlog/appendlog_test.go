@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/jail-sandbox/jail/internal/asuser"
 )
 
 // helperEnv makes a run of this test binary a writer process:
@@ -402,39 +403,8 @@ func TestAsUnprivilegedUser(t *testing.T) {
 	runAsUnprivileged(t, "appendlog")
 }
 
-// runAsUnprivileged runs the test binary, copied where jail-test can run
-// it, as jail-test with every test but this one.
+// runAsUnprivileged runs the test binary as jail-test with every test but
+// TestAsUnprivilegedUser.
 func runAsUnprivileged(t *testing.T, pkg string) {
-	if os.Getuid() != 0 {
-		t.Skip("not root")
-	}
-	acct, err := user.Lookup("jail-test")
-	if err != nil {
-		t.Skipf("no user jail-test: %v", err)
-	}
-	dir, err := os.MkdirTemp("", "jail-"+pkg+"-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	self, err := os.ReadFile("/proc/self/exe")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, pkg+".test")
-	if err := os.WriteFile(bin, self, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("setpriv", "--reuid", acct.Uid, "--regid", acct.Gid, "--clear-groups", "--",
-		bin, "-test.skip", "^TestAsUnprivilegedUser$", "-test.v", "-test.count=1")
-	cmd.Dir = dir
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "\nPASS\n") {
-		t.Fatalf("as jail-test: %v\n%s", err, out)
-	}
-	t.Logf("as jail-test:\n%s", out)
+	asuser.RerunAll(t, "^TestAsUnprivilegedUser$")
 }

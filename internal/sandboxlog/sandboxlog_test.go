@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,6 +14,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/jail-sandbox/jail/internal/asuser"
 )
 
 // helperEnv makes a run of this test binary an exec's client writing its
@@ -368,36 +369,5 @@ func TestConcurrentExecsNeverMixLines(t *testing.T) {
 // TestAsUnprivilegedUser runs this package's tests again as the
 // unprivileged user jail-test, when run as root.
 func TestAsUnprivilegedUser(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("not root")
-	}
-	acct, err := user.Lookup("jail-test")
-	if err != nil {
-		t.Skipf("no user jail-test: %v", err)
-	}
-	dir, err := os.MkdirTemp("", "jail-sandboxlog-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	self, err := os.ReadFile("/proc/self/exe")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "sandboxlog.test")
-	if err := os.WriteFile(bin, self, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("setpriv", "--reuid", acct.Uid, "--regid", acct.Gid, "--clear-groups", "--",
-		bin, "-test.skip", "^TestAsUnprivilegedUser$", "-test.v", "-test.count=1")
-	cmd.Dir = dir
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "\nPASS\n") {
-		t.Fatalf("as jail-test: %v\n%s", err, out)
-	}
-	t.Logf("as jail-test:\n%s", out)
+	asuser.RerunAll(t, "^TestAsUnprivilegedUser$")
 }

@@ -8,9 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"os/user"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +16,8 @@ import (
 	"github.com/jail-sandbox/jail/cgroups"
 	"github.com/jail-sandbox/jail/internal/config"
 	"github.com/jail-sandbox/jail/internal/control"
+
+	"github.com/jail-sandbox/jail/internal/asuser"
 )
 
 // rootlessUser is the unprivileged account the rootless runs use, as in
@@ -42,35 +41,10 @@ func TestPersistentSandboxRunsCommandsInOneSandbox(t *testing.T) {
 		return
 	}
 	t.Run("rootless", func(t *testing.T) {
-		acct, err := user.Lookup(rootlessUser)
-		if err != nil {
-			t.Skipf("no user %s: %v", rootlessUser, err)
-		}
-		// The test binary, where the unprivileged user can run it.
-		dir, err := os.MkdirTemp("", "jail-persistent-test-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer os.RemoveAll(dir)
-		if err := os.Chmod(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		self, err := os.ReadFile("/proc/self/exe")
-		if err != nil {
-			t.Fatal(err)
-		}
-		bin := filepath.Join(dir, "supervisor.test")
-		if err := os.WriteFile(bin, self, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command("setpriv", "--reuid", acct.Uid, "--regid", acct.Gid, "--clear-groups", "--",
-			bin, "-test.run", "^TestPersistent", "-test.v", "-test.count=1")
-		cmd.Dir = dir
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, rootlessChild + "=1"}
-		out, err := cmd.CombinedOutput()
+		out, err := asuser.Rerun(t, []string{"-test.run", "^TestPersistent", "-test.v", "-test.count=1"}, rootlessChild+"=1")
 		if err != nil || !strings.Contains(string(out), "--- PASS: TestPersistentSandboxRunsCommandsInOneSandbox/as_the_caller") ||
 			!strings.Contains(string(out), "--- PASS: TestPersistentInitRefusesMalformedRequests") {
-			t.Fatalf("as %s: %v\n%s", rootlessUser, err, out)
+			t.Fatalf("as %s: %v\n%s", asuser.Account, err, out)
 		}
 	})
 }
