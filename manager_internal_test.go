@@ -1,6 +1,15 @@
 package jail
 
-import "testing"
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jail-sandbox/jail/internal/config"
+	"github.com/jail-sandbox/jail/internal/supervisor"
+)
 
 // TestFingerprintFollowsWhatTheSpecResolvesTo: the digest that keeps
 // create --reuse from serving a changed configuration changes with the
@@ -46,5 +55,73 @@ func TestSameSandbox(t *testing.T) {
 		if got := sameSandbox(base, storedOf(&c.spec)); got != c.same {
 			t.Errorf("%s: same %v, want %v", c.name, got, c.same)
 		}
+	}
+}
+
+// TestTooManyClientsAreToldSo: a sandbox's init serves 255 client
+// connections; the next is refused with a reason, not left to look like a
+// sandbox that is gone, and a freed connection is served again.
+func TestTooManyClientsAreToldSo(t *testing.T) {
+	dir := t.TempDir()
+	m, err := NewManager(ManagerOptions{StateDir: dir + "/state", AuditLog: "-"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx := context.Background()
+	if _, err := m.Create(ctx, Spec{Name: "many"}); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Remove("many", true)
+	sb, err := m.store.Open("many")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	var clients []*supervisor.Client
+	defer func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}()
+	for i := 0; i < 255; i++ {
+		c, err := supervisor.Dial(sb.Dir())
+		if err != nil {
+			t.Fatalf("client %d: %v", i, err)
+		}
+		clients = append(clients, c)
+	}
+	// Each is attached: its status is answered.
+	if _, err := clients[254].Status(ctx); err != nil {
+		t.Fatalf("the 255th client: %v", err)
+	}
+	extra, err := supervisor.Dial(sb.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	null, _ := os.Open(os.DevNull)
+	defer null.Close()
+	_, err = extra.Exec(ctx, supervisor.ExecRequest{Process: &config.Process{Args: []string{"true"}, Cwd: "/"}, Stdin: null, Stdout: null, Stderr: null})
+	if err == nil || !strings.Contains(err.Error(), "as many clients as it can") {
+		t.Fatalf("the 256th client's exec: %v", err)
+	}
+	clients[0].Close()
+	clients = clients[1:]
+	// The slot is free once the init has seen the hangup.
+	var again error
+	for i := 0; i < 100; i++ {
+		c, err := supervisor.Dial(sb.Dir())
+		if err == nil {
+			_, again = c.Status(ctx)
+			c.Close()
+			if again == nil {
+				break
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if again != nil {
+		t.Fatalf("a client after one left: %v", again)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -37,6 +38,8 @@ type Client struct {
 	// monitor is a pidfd of the sandbox's monitor (nil: none known), for
 	// a removal the sandbox does not answer.
 	monitor *os.File
+	// refusal is why the init refused the connection, if it did.
+	refusal atomic.Pointer[SetupError]
 }
 
 // ErrSandboxGone: the sandbox's monitor or init is gone (or went away
@@ -133,6 +136,11 @@ func (c *Client) read() {
 		for _, f := range files {
 			f.Close()
 		}
+		if msg.Kind == control.KindError && msg.Step == "connect" {
+			// The init refused the connection; it closes it next.
+			c.refusal.Store(&SetupError{Step: "connect", Err: errors.New(msg.Reason)})
+			continue
+		}
 		if msg.Kind == control.KindStatus {
 			select {
 			case c.statuses <- msg:
@@ -146,9 +154,22 @@ func (c *Client) send(msg control.Message, files ...*os.File) error {
 	c.sending.Lock()
 	defer c.sending.Unlock()
 	if err := c.conn.Send(msg, files...); err != nil {
-		return ErrSandboxGone
+		return c.goneError()
 	}
 	return nil
+}
+
+// goneError is why the connection ended: the init's refusal, or
+// ErrSandboxGone.
+func (c *Client) goneError() error {
+	select {
+	case <-c.gone:
+		if r := c.refusal.Load(); r != nil {
+			return r
+		}
+	default:
+	}
+	return ErrSandboxGone
 }
 
 // Close ends the connection: the commands it started that still run are
@@ -252,7 +273,19 @@ func (c *Client) Exec(ctx context.Context, req ExecRequest) (ExecStatus, error) 
 	if !req.Process.TTY {
 		files = []*os.File{req.Stdin, req.Stdout, req.Stderr}
 	}
-	return runExec(ctx, c.send, c.execs, c.gone, req, files)
+	st, err := runExec(ctx, c.send, c.execs, c.gone, req, files)
+	if err != nil && errors.Is(err, ErrSandboxGone) {
+		// A refusal arrives before the connection's end: the reader
+		// has it once the end is read.
+		select {
+		case <-c.gone:
+		case <-time.After(time.Second):
+		}
+	}
+	if r := c.refusal.Load(); r != nil && err != nil {
+		return st, r
+	}
+	return st, err
 }
 
 // runExec is one exec on a connection to an init: send sends a message

@@ -2377,10 +2377,18 @@ static void drop_conn(struct server *srv, int slot)
 }
 
 /* attach takes the socket of an attach message as a new connection; with
- * every slot taken it is closed, which its client sees as the end. */
+ * every slot taken it says so on it and closes it. */
 static void attach_conn(struct server *srv, const struct message *m)
 {
 	int fd = m->fds[0];
+	bool room = false;
+	for (int slot = 1; slot < MAX_CONNS && !room; slot++)
+		room = srv->conns[slot] < 0;
+	if (!room) {
+		struct report full = {.kind = "error", .step = "connect", .reason = "the sandbox serves as many clients as it can already"};
+		(void)send_report_to(fd, &full, NULL, 0, true);
+		return;
+	}
 	for (int slot = 1; slot < MAX_CONNS; slot++) {
 		if (srv->conns[slot] >= 0)
 			continue;
