@@ -2,12 +2,16 @@ package jail
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/jail-sandbox/jail/internal/config"
+	"github.com/jail-sandbox/jail/internal/control"
 	"github.com/jail-sandbox/jail/internal/supervisor"
 )
 
@@ -123,5 +127,67 @@ func TestTooManyClientsAreToldSo(t *testing.T) {
 	}
 	if again != nil {
 		t.Fatalf("a client after one left: %v", again)
+	}
+}
+
+// TestTricklingClientIsDropped: a client that sends a message a byte at a
+// time loses its connection once the message is not whole within the
+// init's bound, rather than holding the init (and every other client) for
+// as long as it trickles.
+func TestTricklingClientIsDropped(t *testing.T) {
+	dir := t.TempDir()
+	m, err := NewManager(ManagerOptions{StateDir: dir + "/state", AuditLog: "-"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx := context.Background()
+	if _, err := m.Create(ctx, Spec{Name: "drip"}); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Remove("drip", true)
+	sb, err := m.store.Open("drip")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	sock, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Connect(sock, &unix.SockaddrUnix{Name: fmt.Sprintf("/proc/self/fd/%d/ctl.sock", sb.Dir().Fd())}); err != nil {
+		t.Fatal(err)
+	}
+	_ = unix.SetNonblock(sock, true)
+	first := control.FromFD(sock)
+	msg, files, err := first.Recv()
+	first.Close()
+	if err != nil || msg.Kind != "attached" || len(files) != 1 {
+		t.Fatalf("attach: %v %q %d", err, msg.Kind, len(files))
+	}
+	conn := files[0]
+	defer conn.Close()
+	// A header announcing 1000 bytes, then one byte a second.
+	if _, err := conn.Write([]byte{0xe8, 0x03, 0, 0, 1}); err != nil {
+		t.Fatal(err)
+	}
+	dropped := false
+	for i := 0; i < 30 && !dropped; i++ {
+		time.Sleep(time.Second)
+		if _, err := conn.Write([]byte{0}); err != nil {
+			dropped = true
+		}
+	}
+	if !dropped {
+		t.Fatal("a client trickling a message for 30 s kept its connection")
+	}
+	// The sandbox serves on.
+	c, err := supervisor.Dial(sb.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Status(ctx); err != nil {
+		t.Fatalf("after the trickling client: %v", err)
 	}
 }

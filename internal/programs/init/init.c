@@ -240,7 +240,11 @@ static void *xcalloc(size_t n, size_t size)
 	return wire_alloc(n, size);
 }
 
-static int read_full(int fd, void *buf, size_t size)
+static int64_t now(void);
+
+/* read_full_by reads size bytes, failing once deadline (a reading of now,
+ * 0: none) has passed between reads. */
+static int read_full_by(int fd, void *buf, size_t size, int64_t deadline)
 {
 	unsigned char *p = buf;
 	while (size > 0) {
@@ -251,12 +255,24 @@ static int read_full(int fd, void *buf, size_t size)
 			return -1;
 		p += n;
 		size -= (size_t)n;
+		if (size > 0 && deadline != 0 && now() > deadline)
+			return -1;
 	}
 	return 0;
 }
 
+
+/* recv_message_bounded reads one message of at most max bytes and the
+ * descriptors sent with it, whole by deadline (0: none). */
+static int recv_message_bounded(int sock, struct message *m, uint32_t max, int64_t deadline);
+
 /* recv_message reads one message and the descriptors sent with it. */
 static int recv_message(int sock, struct message *m)
+{
+	return recv_message_bounded(sock, m, MAX_MESSAGE, 0);
+}
+
+static int recv_message_bounded(int sock, struct message *m, uint32_t max, int64_t deadline)
 {
 	memset(m, 0, sizeof(*m));
 	unsigned char hdr[4];
@@ -287,13 +303,13 @@ static int recv_message(int sock, struct message *m)
 	}
 	if ((msg.msg_flags & MSG_CTRUNC) != 0)
 		return -1;
-	if (n < 4 && read_full(sock, hdr + n, 4 - (size_t)n) != 0)
+	if (n < 4 && read_full_by(sock, hdr + n, 4 - (size_t)n, deadline) != 0)
 		return -1;
 	uint32_t size = (uint32_t)hdr[0] | (uint32_t)hdr[1] << 8 | (uint32_t)hdr[2] << 16 | (uint32_t)hdr[3] << 24;
-	if (size > MAX_MESSAGE)
+	if (size > MAX_MESSAGE || size > max)
 		return -1;
 	unsigned char *body = xcalloc(size, 1);
-	int ok = read_full(sock, body, size) == 0 && wire_decode(body, size, &m->body) == 0;
+	int ok = read_full_by(sock, body, size, deadline) == 0 && wire_decode(body, size, &m->body) == 0;
 	free(body);
 	/* A spawn is for a forker, never for an init. */
 	if (!ok || m->body.spawn != NULL)
@@ -2057,8 +2073,12 @@ static pid_t setup(const struct config *c, int sock, int64_t running, struct fai
 enum { MAX_EXECS = 1024, MAX_CONNS = 256 };
 
 /* A client's connection may not hold the init in a half-sent message for
- * longer than this (SO_RCVTIMEO): the init serves every connection. */
+ * longer than this, each read (SO_RCVTIMEO) and the whole message
+ * (client_message_ns): the init serves every connection. Nor may its
+ * message be larger than an exec's command and environment need. */
 static const int conn_read_timeout_s = 5;
+static const int64_t client_message_ns = 5 * (int64_t)1000000000;
+static const uint32_t max_client_message = 4 << 20;
 
 /* running_exec is a command started on request, until its exit is
  * reported. */
@@ -2570,7 +2590,11 @@ static int serve(const struct config *c, int sock)
 				continue;
 			struct message m;
 			enum outcome o;
-			if (recv_message(srv.conns[slot], &m) != 0) {
+			/* A client's message comes whole, and soon: one that
+			 * trickles would hold every other connection. */
+			int got = slot == 0 ? recv_message(srv.conns[slot], &m)
+					    : recv_message_bounded(srv.conns[slot], &m, max_client_message, now() + client_message_ns);
+			if (got != 0) {
 				o = slot == 0 ? BROKEN : DROP_CONN;
 			} else {
 				o = handle(&srv, slot, &m, &dropped);
