@@ -151,6 +151,7 @@ func TestParseRefusesWithTheReason(t *testing.T) {
 		{"\xff.example", "UTF-8"},
 		{strings.Repeat("x", MaxRuleLen+1), "longer than"},
 		{strings.Repeat("a.com,", MaxRules) + "a.com", "more than 256"},
+		{strings.Repeat("a", MaxRules*(MaxRuleLen+1)+1), "bytes, more than"},
 	} {
 		_, err := Parse(c.in)
 		if err == nil {
@@ -264,6 +265,7 @@ func TestDecide(t *testing.T) {
 		{"127.0.0.0/8", "0177.0.0.1", 80, denied, ""},
 		{"127.0.0.0/8", "2130706433", 80, denied, ""},
 		{"127.0.0.0/8", "127.000.000.001", 80, denied, ""},
+		{"1.2.3.4", "1.2.3.4.", 80, denied, ""}, // a trailing dot makes it a numeric name
 		// A name that is digits only in its other labels is a name.
 		{"123.example.com", "123.example.com", 443, allowed, "123.example.com"},
 		// Invalid hosts are denied.
