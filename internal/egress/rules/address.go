@@ -94,31 +94,67 @@ func canonicalAddr(ip netip.Addr) netip.Addr {
 	return ip
 }
 
+// class is what classify found an address to be.
+type class struct {
+	public bool
+	what   string
+	// within is the non-public range the address is in: a rule allows the
+	// address only if it lies inside it. Invalid for the IPv6 outside
+	// global unicast with no range of its own: then a rule must lie
+	// outside 2000::/3.
+	within netip.Prefix
+}
+
+// admits reports whether an allow rule's prefix names this non-public
+// class's range (lies inside it) rather than merely containing it.
+func (c class) admits(p netip.Prefix) bool {
+	if !c.within.IsValid() {
+		return !p.Overlaps(globalUnicast)
+	}
+	return p.Bits() >= c.within.Bits() && c.within.Contains(p.Addr())
+}
+
+// rangeText is the range a rule must lie in, for a reason.
+func (c class) rangeText() string {
+	if !c.within.IsValid() {
+		return "it (outside 2000::/3)"
+	}
+	return c.within.String()
+}
+
 // classify says whether a canonical address is public and, when it is not,
-// what it is.
-func classify(ip netip.Addr) (what string, public bool) {
+// what it is and in which range.
+func classify(ip netip.Addr) class {
 	table := specialV4
 	if ip.Is6() {
 		table = specialV6
 	}
 	for _, s := range table {
 		if s.prefix.Contains(ip) {
-			return s.what, false
+			return class{what: s.what, within: s.prefix}
 		}
 	}
 	if ip.Is4() {
-		return "", true
+		return class{public: true}
 	}
 	if sixToFour.Contains(ip) {
 		b := ip.As16()
-		inner := netip.AddrFrom4([4]byte(b[2:6]))
-		if what, public := classify(inner); !public {
-			return "6to4 of " + inner.String() + ", which is " + what, false
+		inner := classify(netip.AddrFrom4([4]byte(b[2:6])))
+		if inner.public {
+			return class{public: true}
 		}
-		return "", true
+		// The 6to4 image of the IPv4 range: 2002:a9fe::/32 for 169.254.0.0/16.
+		v4 := inner.within.Addr().As4()
+		var image [16]byte
+		image[0], image[1] = 0x20, 0x02
+		copy(image[2:6], v4[:])
+		return class{
+			what:   "6to4 of " + netip.AddrFrom4([4]byte(b[2:6])).String() + ", which is " + inner.what,
+			within: netip.PrefixFrom(netip.AddrFrom16(image), 16+inner.within.Bits()),
+		}
 	}
 	if !globalUnicast.Contains(ip) {
-		return "not global unicast (outside 2000::/3)", false
+		return class{what: "not global unicast (outside 2000::/3)"}
 	}
-	return "", true
+	return class{public: true}
 }

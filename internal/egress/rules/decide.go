@@ -61,12 +61,20 @@ func (rs *Rules) AllowsAddress(ip netip.Addr, port int) Decision {
 
 // decideAddress decides an address by the address rules. resolved: the
 // address is one an allowed name resolved to, which passes without a rule
-// when public.
+// when public. A non-public address is allowed only by a rule inside its
+// range (127.0.0.1, 10.0.0.0/8, 169.254.169.254), never by a wider one that
+// merely contains it (0.0.0.0/1): the range must be named.
 func (rs *Rules) decideAddress(ip netip.Addr, port int, resolved bool) Decision {
 	canon := canonicalAddr(ip)
+	class := classify(canon)
+	containedOnly := false // a rule contains the address but may not name it
 	for _, deny := range []bool{true, false} {
 		for _, r := range rs.list() {
 			if r.deny != deny || r.kind != address || !r.matchesPort(port) || !r.prefix.Contains(canon) {
+				continue
+			}
+			if !deny && !class.public && !class.admits(r.prefix) {
+				containedOnly = true
 				continue
 			}
 			how := "the rule names this address"
@@ -78,17 +86,20 @@ func (rs *Rules) decideAddress(ip netip.Addr, port int, resolved bool) Decision 
 			return r.decision(how, port)
 		}
 	}
-	if !resolved {
+	if class.public {
+		if resolved {
+			return Decision{Allowed: true, Reason: "a public address of an allowed name"}
+		}
 		return Decision{Reason: reasonNoRule}
 	}
-	if class, public := classify(canon); !public {
-		what := canon.String()
-		if canon != ip.WithZone("") {
-			what = fmt.Sprintf("%s (a form of %s)", ip.WithZone(""), canon)
-		}
-		return Decision{Reason: fmt.Sprintf("%s is %s: only an address or CIDR rule can allow it", what, class)}
+	if !resolved && !containedOnly {
+		return Decision{Reason: reasonNoRule}
 	}
-	return Decision{Allowed: true, Reason: "a public address of an allowed name"}
+	what := canon.String()
+	if canon != ip.WithZone("") {
+		what = fmt.Sprintf("%s (a form of %s)", ip.WithZone(""), canon)
+	}
+	return Decision{Reason: fmt.Sprintf("%s is %s: only an address or CIDR rule within %s can allow it", what, class.what, class.rangeText())}
 }
 
 // list is the rules, none for a nil *Rules.

@@ -24,7 +24,8 @@
 //   - A resolved address that is not public (loopback, private, link-local,
 //     CGNAT, ULA, multicast, unspecified, broadcast, reserved, and the
 //     IPv4-mapped, IPv4-compatible and NAT64 forms of those) passes only
-//     when an address rule covers it.
+//     by an address rule inside its range (127.0.0.1, 10.0.0.0/8), never
+//     by a wider one that merely contains it (0.0.0.0/1).
 //   - Names are compared in one canonical form (lowercase ASCII, IDNA
 //     A-labels, no trailing dot); a host not in a form a resolver would
 //     read as that name (127.1, 0x7f.1, 2130706433, an underscore, a bad

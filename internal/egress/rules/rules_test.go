@@ -259,6 +259,14 @@ func TestDecide(t *testing.T) {
 		{"127.0.0.1:8080", "localhost", 8080, denied, ""},
 		{"::1", "::1", 443, allowed, "::1"},
 		{"example.com", "::1", 443, denied, ""},
+		// A non-public address needs a rule inside its range, not one that merely contains it.
+		{"0.0.0.0/1", "127.0.0.1", 80, denied, ""},
+		{"0.0.0.0/1", "93.184.216.34", 80, allowed, "0.0.0.0/1"},
+		{"169.0.0.0/8", "169.254.169.254", 80, denied, ""},
+		{"169.254.0.0/16", "169.254.169.254", 80, allowed, "169.254.0.0/16"},
+		{"::/1", "::1", 443, denied, ""},
+		{"f800::/5", "fd00::1", 443, denied, ""},
+		{"10.0.0.0/8,!0.0.0.0/1", "10.0.0.5", 443, denied, "!0.0.0.0/1"},
 		// Non-canonical IPv4 literals are no hosts at all: refused, never a name.
 		{"**.example.com,127.0.0.0/8", "127.1", 80, denied, ""},
 		{"127.0.0.0/8", "0x7f.1", 80, denied, ""},
@@ -294,7 +302,7 @@ func TestDecide(t *testing.T) {
 		if d.Reason == "" || strings.ContainsAny(d.Reason, "\n\r") {
 			t.Errorf("rules %q: Decide(%q, %d): reason %q is not one line", c.rules, c.host, c.port, d.Reason)
 		}
-		if d.Rule == "" && !d.Allowed && !strings.HasPrefix(d.Reason, "no rule") && !strings.HasPrefix(d.Reason, "invalid") {
+		if d.Rule == "" && !d.Allowed && !strings.HasPrefix(d.Reason, "no rule") && !strings.HasPrefix(d.Reason, "invalid") && !strings.HasSuffix(d.Reason, "can allow it") {
 			t.Errorf("rules %q: Decide(%q, %d): denied by no rule, reason %q", c.rules, c.host, c.port, d.Reason)
 		}
 	}
@@ -378,6 +386,18 @@ func TestAllowsAddress(t *testing.T) {
 		{"example.com,10.0.0.0/8", "10.9.8.7", 443, true, "10.0.0.0/8"},
 		{"example.com,fd00::/8", "fd12::1", 443, true, "fd00::/8"},
 		{"example.com,::1", "::1", 443, true, "::1"},
+		// A wider rule that merely contains a non-public range does not name it.
+		{"example.com,0.0.0.0/1", "127.0.0.1", 443, false, ""},
+		{"example.com,0.0.0.0/1", "::ffff:10.0.0.1", 443, false, ""},
+		{"example.com,0.0.0.0/1", "93.184.216.34", 443, true, "0.0.0.0/1"},
+		{"example.com,128.0.0.0/1", "169.254.169.254", 80, false, ""},
+		{"example.com,::/1", "::1", 443, false, ""},
+		{"example.com,f800::/5", "fd00::1", 443, false, ""},
+		{"example.com,2002::/16", "2002:a9fe:a9fe::1", 80, false, ""},
+		{"example.com,2002:a9fe::/32", "2002:a9fe:a9fe::1", 80, true, "2002:a9fe::/32"},
+		{"example.com,4000::/2", "4000::1", 443, true, "4000::/2"}, // outside 2000::/3, and so is the rule
+		{"example.com,::/3", "::1:2:3:4:5", 443, true, "::/3"},
+		{"example.com,::/1", "::1:2:3:4:5", 443, false, ""}, // ::/1 holds 2000::/3
 		// Deny address rules win, over public addresses too.
 		{"example.com,!93.184.216.0/24", "93.184.216.34", 443, false, "!93.184.216.0/24"},
 		{"example.com,!93.184.216.0/24", "::ffff:93.184.216.34", 443, false, "!93.184.216.0/24"},
@@ -424,6 +444,7 @@ func TestReasonsSayWhy(t *testing.T) {
 		{r.AllowsAddress(netip.MustParseAddr("::ffff:169.254.169.254"), 80), "::ffff:169.254.169.254 (a form of 169.254.169.254) is link-local"},
 		{r.AllowsAddress(netip.MustParseAddr("100.64.1.1"), 443), "CGNAT"},
 		{r.AllowsAddress(netip.MustParseAddr("fd00::1"), 443), "ULA"},
+		{r.AllowsAddress(netip.MustParseAddr("10.0.0.1"), 443), "10.0.0.1 is private (RFC 1918): only an address or CIDR rule within 10.0.0.0/8 can allow it"},
 	} {
 		if !strings.Contains(c.d.Reason, c.want) {
 			t.Errorf("reason %q; want it to say %q", c.d.Reason, c.want)
