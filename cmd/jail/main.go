@@ -31,6 +31,7 @@ const usage = `usage: jail COMMAND [OPTIONS]
   image import PATH [--name NAME[:TAG]] | pull REF | ls [--json] | rm REF | prune
         (import, pull: --max-size SIZE per image, 32G; --max-layer-size SIZE, 16G)
   secret add NAME --from-file PATH | --from-env VAR | --from-command CMD | ls [--json] | rm NAME
+  net check [--json] RULES HOST[:PORT]      which egress rule decides for HOST, and why
   serve [--socket PATH] [--pool N]          the HTTP API on a unix socket
   version                                   print the version
 
@@ -53,6 +54,8 @@ func dispatch(args []string) int {
 		return imageCommand(args[1:])
 	case "secret":
 		return secretCommand(args[1:])
+	case "net":
+		return netCommand(args[1:])
 	case "version", "--version":
 		fmt.Printf("jail %s\n", jail.Version)
 		return 0
