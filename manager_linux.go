@@ -904,8 +904,8 @@ func (s *Sandbox) Exec(ctx context.Context, p Process) (res Result, err error) {
 	}
 	var oomBefore int64 = -1
 	if len(c.cgroup) > 0 {
-		if u, err := cgroups.UsageAt(c.cgroup); err == nil {
-			oomBefore = u.OOMKills
+		if n, err := cgroups.OOMKillsAt(c.cgroup); err == nil {
+			oomBefore = n
 		}
 	}
 	st, err := c.client.Exec(runCtx, req)
@@ -928,7 +928,7 @@ func (s *Sandbox) Exec(ctx context.Context, p Process) (res Result, err error) {
 		return res, err
 	}
 	if st.Signal == int(unix.SIGKILL) && oomBefore >= 0 {
-		if u, err := cgroups.UsageAt(c.cgroup); err == nil && u.OOMKills > oomBefore {
+		if n, err := cgroups.OOMKillsAt(c.cgroup); err == nil && n > oomBefore {
 			res.OOMKilled = true
 		}
 	}

@@ -372,3 +372,20 @@ func UsageAt(paths []string) (Usage, error) {
 	}
 	return u, nil
 }
+
+// OOMKillsAt reads only the OOM killer's count of the cgroup whose
+// directories are paths (as UsageAt does, without the other counters):
+// an exec reads it before and after its command.
+func OOMKillsAt(paths []string) (int64, error) {
+	for _, dir := range paths {
+		if len(paths) == 1 {
+			events, err := readKeyed(filepath.Join(dir, "memory.events"))
+			return events["oom_kill"], err
+		}
+		if filepath.Base(filepath.Dir(filepath.Dir(dir))) == "memory" {
+			oom, err := readKeyed(filepath.Join(dir, "memory.oom_control"))
+			return oom["oom_kill"], err
+		}
+	}
+	return 0, errors.New("cgroup: no memory controller")
+}
