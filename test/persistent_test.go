@@ -576,3 +576,27 @@ func TestPersistentCreateKilledMidway(t *testing.T) {
 		}
 	})
 }
+
+// TestPersistentExecOOM: an exec whose command the OOM killer takes ends as
+// jail run's would (137, oom_killed, the line), and the sandbox serves on.
+func TestPersistentExecOOM(t *testing.T) {
+	withCgroups(t, func(t *testing.T, m mode) {
+		h := newSandboxHost(t, m)
+		h.must("create", "--memory", "64M", "s1")
+		r := h.run("exec", "--json", "s1", "--", "sh", "-c", memoryHog)
+		var res map[string]any
+		if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || r.code != 137 || res["oom_killed"] != true {
+			t.Fatalf("exit %d, result %s: want 137 and oom_killed", r.code, r.stdout)
+		}
+		if !strings.Contains(r.stderr, "jail: killed: out of memory") {
+			t.Errorf("stderr %q lacks the OOM line", r.stderr)
+		}
+		r = h.run("exec", "--json", "s1", "--", "sh", "-c", "kill -KILL $$")
+		if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || r.code != 137 || res["oom_killed"] != false {
+			t.Errorf("a self-kill: exit %d, result %s", r.code, r.stdout)
+		}
+		if out := h.must("exec", "s1", "--", "echo", "alive"); out != "alive\n" || h.state1("s1") != "running" {
+			t.Fatalf("after the OOM kill: %q %s", out, h.state1("s1"))
+		}
+	})
+}
