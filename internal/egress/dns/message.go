@@ -133,6 +133,11 @@ func (s *Server) respond(msg []byte, network string) ([]byte, Query) {
 		return s.finish(r, &q)
 	}
 	q.Verdict, q.Reason = Allowed, d.Reason
+	// Only A: IPv6 has one loopback address (::1), so no address per name.
+	// AAAA (and any other type) gets an empty NOERROR, which says the name
+	// exists without records of that type, so a client asking A and AAAA
+	// together uses the A; NXDOMAIN would say the name does not exist at
+	// all, and a stub that gets it for either question gives up.
 	if question.Type != dnsmessage.TypeA {
 		q.Reason += fmt.Sprintf("; no %s record: only A is answered", typeName(question.Type))
 		return s.finish(r, &q)
@@ -143,6 +148,9 @@ func (s *Server) respond(msg []byte, network string) ([]byte, Query) {
 	}
 	addr, ok := s.pool.assign(name)
 	if !ok {
+		// REFUSED, not SERVFAIL: SERVFAIL says "try again", and nothing
+		// will change (addresses are never taken back, or a connection to
+		// one could reach another name than the one it was given for).
 		q.Rule = ""
 		return refuse(dnsmessage.RCodeRefused, "every one of the %d addresses is given to another name (names keep theirs for the sandbox's life)", s.pool.max)
 	}
