@@ -547,6 +547,15 @@ func (m *Manager) Remove(name string, force bool) error {
 	}
 	if live, _ := sb.Live(); live {
 		c, err := supervisor.Dial(sb.Dir())
+		var refused *supervisor.MonitorRefusal
+		if errors.As(err, &refused) {
+			// Alive, but it cannot hand the init a connection.
+			defer refused.Close()
+			if !force {
+				return &SetupError{Step: "rm " + name, Err: fmt.Errorf("%w: force its removal (-f)", refused)}
+			}
+			_ = refused.KillMonitor()
+		}
 		if err == nil {
 			defer c.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), answerWait)
@@ -651,6 +660,10 @@ func dialSandbox(sb *sandboxdir.Sandbox, bound int64) (*sandboxConn, error) {
 	}
 	client, err := supervisor.Dial(sb.Dir())
 	if err != nil {
+		var refused *supervisor.MonitorRefusal
+		if errors.As(err, &refused) {
+			refused.Close()
+		}
 		if errors.Is(err, supervisor.ErrSandboxGone) {
 			return nil, &SetupError{Step: "sandbox " + sb.Name, Err: errors.New("its monitor is gone (the sandbox is dead): remove it with jail rm")}
 		}
@@ -826,6 +839,9 @@ func (s *Sandbox) Info() (SandboxInfo, error) {
 	}
 	c, err := s.m.conn(s.name)
 	if err != nil {
+		// Its lock is held: alive, though it takes no connection
+		// now (a monitor that cannot hand its init one, say).
+		info.State = StateRunning
 		return info, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), answerWait)

@@ -358,3 +358,102 @@ func TestPersistentExecKilledMidRunLeavesNothingRunning(t *testing.T) {
 		}
 	})
 }
+
+// inflightHolder is a program for a sandbox: once it has written
+// /tmp/ready, and on SIGUSR1, it passes descriptors over socket pairs it
+// never reads until the kernel refuses more (ETOOMANYREFS: the
+// descriptors in flight of a user outnumber the sender's RLIMIT_NOFILE),
+// writes the errno that stopped it to /tmp/inflight, and keeps them in
+// flight. The kernel counts them per user: a rootless sandbox's processes
+// are their user's own uid on the host, as are its monitors and clients.
+// (It waits for the signal so that its own exec has ended, whose reports
+// the count would refuse too.)
+const inflightHolder = `import socket, array, signal, os, time
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])
+open('/tmp/ready', 'w').close()
+signal.sigwait([signal.SIGUSR1])
+fds = array.array('i', [0] * 253)
+pairs = []
+try:
+    while True:
+        a, b = socket.socketpair()
+        pairs.append((a, b))
+        try:
+            while True:
+                a.sendmsg([b'x'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)], socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            pass
+except OSError as e:
+    open('/tmp/inflight.tmp', 'w').write(str(e.errno))
+    os.rename('/tmp/inflight.tmp', '/tmp/inflight')
+time.sleep(100000)
+`
+
+// waitForFile reads path once it exists (a bounded number of looks: a
+// file that never comes fails the test).
+func waitForFile(t *testing.T, path string) string {
+	t.Helper()
+	for i := 0; i < 3000; i++ {
+		if data, err := os.ReadFile(path); err == nil {
+			return string(data)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%s never came", path)
+	return ""
+}
+
+// TestPersistentDescriptorsInFlightKillNoMonitor: a sandbox that holds
+// as many descriptors in flight as the kernel lets its user have makes a
+// monitor's attach fail (ETOOMANYREFS, rootless: the monitor is that
+// user's too). The monitor must tell the client and go on; it used to take
+// the failure for its init's end, remove ctl.sock and end, killing its
+// sandbox: a hostile sandbox killed every other sandbox of its user that
+// `jail ls` or an exec touched. Removing the hostile sandbox (rm -f) must
+// work meanwhile, and the others then serve again.
+func TestPersistentDescriptorsInFlightKillNoMonitor(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		p := newPersistEnv(t, m)
+		p.create(t, "victim")
+		p.must(t, "create", "hostile")
+		t.Cleanup(func() { runCmd(t, p.cmd("rm", "-f", "hostile")) })
+		p.must(t, "exec", "hostile", "--", "sh", "-c", `setsid python3 -c "$0" </dev/null >/dev/null 2>&1 &`, inflightHolder)
+		monitor, holder := monitorOf(t, p, "hostile"), 0
+		for i := 0; i < 3000 && holder == 0; i++ {
+			for _, pid := range descendants(monitor) {
+				if cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); strings.HasPrefix(string(cmdline), "python3\x00") {
+					holder = pid
+				}
+			}
+			if holder == 0 {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		if holder == 0 {
+			t.Fatal("the holder is not running")
+		}
+		root := fmt.Sprintf("/proc/%d/root", holder)
+		waitForFile(t, root+"/tmp/ready")
+		if err := syscall.Kill(holder, syscall.SIGUSR1); err != nil {
+			t.Fatal(err)
+		}
+		if errno := waitForFile(t, root+"/tmp/inflight"); errno != strconv.Itoa(int(syscall.ETOOMANYREFS)) {
+			t.Fatalf("the holder stopped on errno %s, not ETOOMANYREFS", errno)
+		}
+		// Whatever these answer while the descriptors are in flight
+		// (an exec needs descriptors passed both ways, which the count
+		// refuses as well, docs/persistent.md §3), no monitor may end for them. The victim first: the
+		// hostile sandbox's own monitor ending would let the descriptors
+		// go.
+		p.run(t, "exec", "victim", "--", "true")
+		if r := p.run(t, "ls"); r.code != 0 || strings.Contains(r.stdout, "dead") {
+			t.Errorf("ls while the descriptors are in flight: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		if r := p.run(t, "rm", "-f", "hostile"); r.code != 0 {
+			t.Errorf("rm -f of the hostile sandbox: exit %d: %s", r.code, r.stderr)
+		}
+		if out := p.run(t, "exec", "victim", "--", "echo", "alive"); out.stdout != "alive\n" {
+			t.Errorf("the other sandbox after the attack: exit %d, %q, %s", out.code, out.stdout, out.stderr)
+		}
+	})
+}

@@ -46,6 +46,34 @@ type Client struct {
 // during the request).
 var ErrSandboxGone = errors.New("the sandbox is not running")
 
+// MonitorRefusal: the sandbox's monitor is alive but could not hand its
+// init a connection for this client, for Reason (the kernel refused to
+// pass the descriptor: ETOOMANYREFS when the monitor's user has too many
+// descriptors in flight, which a rootless sandbox's processes can cause).
+// It holds a pidfd of the monitor, for a removal by force; Close lets go
+// of it.
+type MonitorRefusal struct {
+	Reason  string
+	monitor *os.File
+}
+
+func (e *MonitorRefusal) Error() string { return e.Reason }
+
+// KillMonitor SIGKILLs the monitor that refused (see Client.KillMonitor).
+func (e *MonitorRefusal) KillMonitor() error {
+	if e.monitor == nil {
+		return errors.New("the monitor is not known")
+	}
+	return unix.PidfdSendSignal(int(e.monitor.Fd()), unix.SIGKILL, nil, 0)
+}
+
+// Close lets go of the monitor's pidfd.
+func (e *MonitorRefusal) Close() {
+	if e.monitor != nil {
+		e.monitor.Close()
+	}
+}
+
 // Dial connects to the monitor listening at ctl.sock in the sandbox's
 // state directory dir (reached through the descriptor, so that the path is
 // never looked up again) and returns the connection it attached.
@@ -92,6 +120,9 @@ func Dial(dir *os.File) (*Client, error) {
 	if err != nil || msg.Kind != "attached" || len(files) != 1 {
 		for _, f := range files {
 			f.Close()
+		}
+		if err == nil && msg.Kind == control.KindError && msg.Step == "connect" && msg.Reason != "" {
+			return nil, &MonitorRefusal{Reason: msg.Reason, monitor: monitor}
 		}
 		if monitor != nil {
 			monitor.Close()

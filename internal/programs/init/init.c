@@ -272,6 +272,18 @@ static int recv_message(int sock, struct message *m)
 	return recv_message_bounded(sock, m, MAX_MESSAGE, 0);
 }
 
+/* refuse_message lets go of what a message that is refused brought: its
+ * descriptors (a client could otherwise fill the init's table with them,
+ * or hold open through it what they name) and whatever was decoded. */
+static int refuse_message(struct message *m)
+{
+	for (int i = 0; i < m->nfds; i++)
+		close(m->fds[i]);
+	wire_free(&m->body);
+	memset(m, 0, sizeof(*m));
+	return -1;
+}
+
 static int recv_message_bounded(int sock, struct message *m, uint32_t max, int64_t deadline)
 {
 	memset(m, 0, sizeof(*m));
@@ -302,18 +314,18 @@ static int recv_message_bounded(int sock, struct message *m, uint32_t max, int64
 		}
 	}
 	if ((msg.msg_flags & MSG_CTRUNC) != 0)
-		return -1;
+		return refuse_message(m);
 	if (n < 4 && read_full_by(sock, hdr + n, 4 - (size_t)n, deadline) != 0)
-		return -1;
+		return refuse_message(m);
 	uint32_t size = (uint32_t)hdr[0] | (uint32_t)hdr[1] << 8 | (uint32_t)hdr[2] << 16 | (uint32_t)hdr[3] << 24;
 	if (size > MAX_MESSAGE || size > max)
-		return -1;
+		return refuse_message(m);
 	unsigned char *body = xcalloc(size, 1);
 	int ok = read_full_by(sock, body, size, deadline) == 0 && wire_decode(body, size, &m->body) == 0;
 	free(body);
 	/* A spawn is for a forker, never for an init. */
 	if (!ok || m->body.spawn != NULL)
-		return -1;
+		return refuse_message(m);
 	m->kind = m->body.kind;
 	m->config = m->body.config;
 	m->process = m->body.process;
@@ -2108,6 +2120,10 @@ struct server {
 	int64_t active; /* the last command's start or end, or ready */
 	int64_t total;  /* commands started so far */
 	int timer;      /* a timerfd for the TTL and the idle timeout, or -1 */
+	/* failed: a report to that connection could not be sent; nothing
+	 * more is sent to it, and it is dropped at the end of the round
+	 * (serve), however many fail in one round. */
+	bool failed[MAX_CONNS];
 };
 
 /* What handling a message leads to. */
@@ -2118,15 +2134,28 @@ enum outcome {
 	BROKEN,      /* the monitor's connection broke the protocol or hung up */
 };
 
-/* reply sends rep on connection slot, without waiting on a client's. */
-static int reply(const struct server *srv, int slot, const struct report *rep, const int *fds, int nfds)
+/* reply sends rep on connection slot, without waiting on a client's; one
+ * that cannot take it is marked failed (and -1 returned). */
+static int reply(struct server *srv, int slot, const struct report *rep, const int *fds, int nfds)
 {
-	return send_report_to(srv->conns[slot], rep, fds, nfds, slot != 0);
+	if (srv->failed[slot])
+		return -1;
+	if (send_report_to(srv->conns[slot], rep, fds, nfds, slot != 0) != 0) {
+		srv->failed[slot] = true;
+		return -1;
+	}
+	return 0;
 }
 
-static int reply_failure(const struct server *srv, int slot, const struct failure *f, uint64_t exec)
+static int reply_failure(struct server *srv, int slot, const struct failure *f, uint64_t exec)
 {
-	return report_failure_to(srv->conns[slot], f, exec, slot != 0);
+	if (srv->failed[slot])
+		return -1;
+	if (report_failure_to(srv->conns[slot], f, exec, slot != 0) != 0) {
+		srv->failed[slot] = true;
+		return -1;
+	}
+	return 0;
 }
 
 /*
@@ -2220,9 +2249,9 @@ static void remove_exec(struct server *srv, size_t i)
  * reported: nothing (end of file: its exec happened), and its start is
  * reported, with its exit if it has ended already; or its failure, which
  * is reported as the exec's. A connection that cannot take the report is
- * dropped (*dropped).
+ * marked failed (reply).
  */
-static void finish_start(struct server *srv, size_t i, int *dropped)
+static void finish_start(struct server *srv, size_t i)
 {
 	struct running_exec *e = &srv->list[i];
 	struct child_failure cf = {0, 0};
@@ -2256,15 +2285,14 @@ static void finish_start(struct server *srv, size_t i, int *dropped)
 		else
 			child_failed(&p, &cf, &f);
 		remove_exec(srv, i);
-		if (conn >= 0 && reply_failure(srv, conn, &f, id) != 0)
-			*dropped = conn;
+		if (conn >= 0)
+			(void)reply_failure(srv, conn, &f, id);
 		return;
 	}
 	if (e->conn >= 0) {
 		struct report started = {.kind = "started", .pid = e->pid, .exec = e->exec};
 		int fds[2] = {e->pidfd, e->master};
-		if (reply(srv, e->conn, &started, fds, e->master >= 0 ? 2 : 1) != 0)
-			*dropped = e->conn;
+		(void)reply(srv, e->conn, &started, fds, e->master >= 0 ? 2 : 1);
 	}
 	close(e->pidfd);
 	e->pidfd = -1;
@@ -2272,10 +2300,9 @@ static void finish_start(struct server *srv, size_t i, int *dropped)
 		close(e->master);
 	e->master = -1;
 	if (e->reaped) {
-		if (e->conn >= 0 && *dropped != e->conn) {
+		if (e->conn >= 0) {
 			struct report r = exit_report_of(e, e->status, &e->ru);
-			if (reply(srv, e->conn, &r, NULL, 0) != 0)
-				*dropped = e->conn;
+			(void)reply(srv, e->conn, &r, NULL, 0);
 		}
 		remove_exec(srv, i);
 	}
@@ -2297,6 +2324,10 @@ static enum outcome signal_exec(struct server *srv, int slot, const struct messa
 		return slot == 0 ? BROKEN : DROP_CONN;
 	for (size_t i = 0; i < srv->n; i++) {
 		if (srv->list[i].conn == slot && srv->list[i].exec == m->body.exec) {
+			/* One reaped before its start is told is gone: its pid
+			 * may name another process already. */
+			if (srv->list[i].reaped)
+				break;
 			(void)kill(-srv->list[i].pid, sig);
 			/* Before its setsid, it leads no group yet. */
 			if (srv->list[i].report >= 0)
@@ -2309,9 +2340,9 @@ static enum outcome signal_exec(struct server *srv, int slot, const struct messa
 
 /* reap_execs reaps every child that has ended, reporting the exit of those
  * started on request to their connection; orphans the commands left go
- * silently. A connection that cannot take its report is dropped
- * (*dropped gets its slot, or stays -1). */
-static void reap_execs(struct server *srv, int *dropped);
+ * silently. A connection that cannot take its report is marked failed
+ * (reply). */
+static void reap_execs(struct server *srv);
 
 /*
  * stop_watch finds the commands that were stopped (SIGSTOP, by any process
@@ -2320,7 +2351,7 @@ static void reap_execs(struct server *srv, int *dropped);
  * it, and its exec with it. What has reported its start first (or exec'd:
  * end of file) is a command like any other, which may be stopped.
  */
-static void stop_watch(struct server *srv, int *dropped)
+static void stop_watch(struct server *srv)
 {
 	for (size_t i = 0; i < srv->n;) {
 		struct running_exec *e = &srv->list[i];
@@ -2330,7 +2361,7 @@ static void stop_watch(struct server *srv, int *dropped)
 		}
 		pid_t pid = e->pid;
 		size_t before = srv->n;
-		finish_start(srv, i, dropped);
+		finish_start(srv, i);
 		if (srv->n != before || srv->list[i].pid != pid || srv->list[i].report < 0) {
 			if (srv->n == before)
 				i++;
@@ -2347,7 +2378,7 @@ static void stop_watch(struct server *srv, int *dropped)
 	}
 }
 
-static void reap_execs(struct server *srv, int *dropped)
+static void reap_execs(struct server *srv)
 {
 	for (;;) {
 		int status;
@@ -2372,8 +2403,8 @@ static void reap_execs(struct server *srv, int *dropped)
 			struct report r = exit_report_of(e, status, &ru);
 			int conn = e->conn;
 			remove_exec(srv, i);
-			if (conn >= 0 && reply(srv, conn, &r, NULL, 0) != 0)
-				*dropped = conn;
+			if (conn >= 0)
+				(void)reply(srv, conn, &r, NULL, 0);
 			break;
 		}
 	}
@@ -2386,14 +2417,19 @@ static void drop_conn(struct server *srv, int slot)
 {
 	for (size_t i = 0; i < srv->n; i++) {
 		if (srv->list[i].conn == slot) {
-			(void)kill(-srv->list[i].pid, SIGKILL);
-			if (srv->list[i].report >= 0)
-				(void)kill(srv->list[i].pid, SIGKILL);
+			/* One reaped (its start not told yet) is gone, and
+			 * its pid may be another's. */
+			if (!srv->list[i].reaped) {
+				(void)kill(-srv->list[i].pid, SIGKILL);
+				if (srv->list[i].report >= 0)
+					(void)kill(srv->list[i].pid, SIGKILL);
+			}
 			srv->list[i].conn = -1;
 		}
 	}
 	close(srv->conns[slot]);
 	srv->conns[slot] = -1;
+	srv->failed[slot] = false;
 }
 
 /* attach takes the socket of an attach message as a new connection; with
@@ -2423,7 +2459,7 @@ static void attach_conn(struct server *srv, const struct message *m)
 }
 
 /* handle acts on one message received on connection slot. */
-static enum outcome handle(struct server *srv, int slot, const struct message *m, int *dropped)
+static enum outcome handle(struct server *srv, int slot, const struct message *m)
 {
 	const char *kind = m->kind;
 	enum outcome bad = slot == 0 ? BROKEN : DROP_CONN;
@@ -2453,7 +2489,7 @@ static enum outcome handle(struct server *srv, int slot, const struct message *m
 	if (strcmp(kind, "status") == 0) {
 		/* What has ended is reaped first, so that a status after the
 		 * last process's end says so. */
-		reap_execs(srv, dropped);
+		reap_execs(srv);
 		struct report status = {
 			.kind = "status", .commands = (int)srv->n, .stopped = srv->stopped, .active = srv->active,
 			.total = srv->total,
@@ -2558,14 +2594,13 @@ static int serve(const struct config *c, int sock)
 				continue;
 			break;
 		}
-		int dropped = -1;
 		/* Starts first: a command's start is told before its end. */
 		for (nfds_t k = nconns; k < n; k++) {
 			if (pfd[k].revents == 0)
 				continue;
 			for (size_t i = 0; i < srv.n; i++) {
 				if (srv.list[i].pid == starting[k - nconns] && srv.list[i].report >= 0) {
-					finish_start(&srv, i, &dropped);
+					finish_start(&srv, i);
 					break;
 				}
 			}
@@ -2574,8 +2609,8 @@ static int serve(const struct config *c, int sock)
 			struct signalfd_siginfo si;
 			while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
 				;
-			reap_execs(&srv, &dropped);
-			stop_watch(&srv, &dropped);
+			reap_execs(&srv);
+			stop_watch(&srv);
 		}
 		if (pfd[1].revents != 0) {
 			uint64_t ticks;
@@ -2597,7 +2632,7 @@ static int serve(const struct config *c, int sock)
 			if (got != 0) {
 				o = slot == 0 ? BROKEN : DROP_CONN;
 			} else {
-				o = handle(&srv, slot, &m, &dropped);
+				o = handle(&srv, slot, &m);
 				for (int k = 0; k < m.nfds; k++)
 					close(m.fds[k]);
 				wire_free_wire_message(&m.body);
@@ -2608,10 +2643,12 @@ static int serve(const struct config *c, int sock)
 				o = BROKEN;
 			out = o;
 		}
-		if (dropped > 0 && srv.conns[dropped] >= 0)
-			drop_conn(&srv, dropped);
-		if (dropped == 0)
+		/* Every connection a report failed to this round. */
+		if (srv.failed[0])
 			out = BROKEN;
+		for (int slot = 1; slot < MAX_CONNS; slot++)
+			if (srv.failed[slot] && srv.conns[slot] >= 0)
+				drop_conn(&srv, slot);
 		if (out == END_SANDBOX) {
 			status = 0;
 			break;

@@ -78,13 +78,14 @@
 enum { INIT_SOCK, INIT_PIDFD, LISTENER, LOCK, STATE_DIR, STATE_PARENT, JANITOR, NFDS };
 static int fds[NFDS];
 
-/* send_one sends a message of kind, with fd attached, on sock. */
-static int send_one(int sock, const char *kind, int fd, int flags)
+/* send_one sends a message of kind, with fd attached (unless -1), on sock;
+ * an error has step and reason. */
+static int send_one(int sock, const char *kind, int fd, int flags, const char *step, const char *reason)
 {
 	struct wire_writer w = {0};
 	for (int i = 0; i < 4; i++)
 		wire_put_byte(&w, 0); /* the length, filled in below */
-	struct wire_message body = {.kind = (char *)kind};
+	struct wire_message body = {.kind = (char *)kind, .step = (char *)step, .reason = (char *)reason};
 	wire_encode(&w, &body);
 	uint32_t size = (uint32_t)(w.len - 4);
 	for (int i = 0; i < 4; i++)
@@ -95,12 +96,16 @@ static int send_one(int sock, const char *kind, int fd, int flags)
 	} control;
 	memset(&control, 0, sizeof(control));
 	struct iovec iov = {w.buf, w.len};
-	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf, .msg_controllen = sizeof(control.buf)};
-	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+	if (fd >= 0) {
+		msg.msg_control = control.buf;
+		msg.msg_controllen = sizeof(control.buf);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	}
 	ssize_t n;
 	do
 		n = sendmsg(sock, &msg, MSG_NOSIGNAL | flags);
@@ -181,31 +186,38 @@ static bool trusted_peer(int client)
 	return now == cred.pid;
 }
 
-/* serve_client attaches one connected client; it returns -1 when the
- * init's connection failed (the init is gone). */
-static int serve_client(int client)
+/* serve_client attaches one connected client, or tells it why not. */
+static void serve_client(int client)
 {
 	if (!trusted_peer(client)) {
 		close(client);
-		return 0;
+		return;
 	}
 	int pair[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
 		close(client);
-		return 0;
+		return;
 	}
 	/* Never waiting on the init: one that does not read (stalled, or
 	 * buried in work) costs the client its connection, not the monitor
-	 * its other clients and its watch over the init. */
-	int err = send_one(fds[INIT_SOCK], "attach", pair[0], MSG_DONTWAIT);
-	if (err != 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-		err = 0;
+	 * its other clients and its watch over the init. A failed attach
+	 * is never taken for the init's end, which only its pidfd tells:
+	 * the kernel refuses a descriptor in flight for reasons a sandbox
+	 * may cause (ETOOMANYREFS: its user's descriptors in flight, which a
+	 * rootless sandbox's processes count in too). */
+	if (send_one(fds[INIT_SOCK], "attach", pair[0], MSG_DONTWAIT, NULL, NULL) == 0) {
+		(void)send_one(client, "attached", pair[1], MSG_DONTWAIT, NULL, NULL);
+	} else {
+		/* musl has no text for ETOOMANYREFS. */
+		int err = errno;
+		char reason[160];
+		snprintf(reason, sizeof(reason), "the monitor cannot hand the sandbox a connection: %s",
+			 err == ETOOMANYREFS ? "too many descriptors in flight for its user (ETOOMANYREFS)" : strerror(err));
+		(void)send_one(client, "error", -1, MSG_DONTWAIT, "connect", reason);
+	}
 	close(pair[0]);
-	if (err == 0)
-		(void)send_one(client, "attached", pair[1], MSG_DONTWAIT);
 	close(pair[1]);
 	close(client);
-	return err;
 }
 
 /* remove_state removes the sandbox's state directory: every entry (all
@@ -275,15 +287,24 @@ int monitor_main(int argc, char **argv)
 			break;
 		if (pfd[1].revents != 0) {
 			int client = accept4(fds[LISTENER], NULL, NULL, SOCK_CLOEXEC);
-			if (client >= 0 && serve_client(client) != 0)
-				break;
+			if (client >= 0)
+				serve_client(client);
 		}
 	}
 	(void)unlinkat(fds[STATE_DIR], "ctl.sock", 0);
 	siginfo_t info;
 	memset(&info, 0, sizeof(info));
 	int status = 1;
-	if (waitid((idtype_t)P_PIDFD, (id_t)fds[INIT_PIDFD], &info, WEXITED) == 0)
+	/* The pidfd may be non-blocking (as Go opens it), where waitid would
+	 * not wait for an init that has not ended yet. */
+	int flags = fcntl(fds[INIT_PIDFD], F_GETFL);
+	if (flags >= 0 && (flags & O_NONBLOCK) != 0)
+		(void)fcntl(fds[INIT_PIDFD], F_SETFL, flags & ~O_NONBLOCK);
+	int got;
+	do
+		got = waitid((idtype_t)P_PIDFD, (id_t)fds[INIT_PIDFD], &info, WEXITED);
+	while (got != 0 && errno == EINTR);
+	if (got == 0)
 		status = info.si_code == CLD_EXITED && info.si_status == 0 ? 0 : 1;
 	if (status == 0)
 		remove_state(name);
