@@ -62,6 +62,8 @@ func main() {
 		os.Exit(imageCommand(images.CallerStore(), os.Args[2:]))
 	case "mapped":
 		os.Exit(mappedCommand(os.Args[2:]))
+	case "net":
+		os.Exit(netCommand(os.Args[2:]))
 	}
 	os.Exit(fail("tools: unknown command %q", os.Args[1]))
 }
