@@ -440,12 +440,15 @@ func TestPersistentDescriptorsInFlightKillNoMonitor(t *testing.T) {
 		if errno := waitForFile(t, root+"/tmp/inflight"); errno != strconv.Itoa(int(syscall.ETOOMANYREFS)) {
 			t.Fatalf("the holder stopped on errno %s, not ETOOMANYREFS", errno)
 		}
-		// Whatever these answer while the descriptors are in flight
-		// (an exec needs descriptors passed both ways, which the count
-		// refuses as well, docs/persistent.md §3), no monitor may end for them. The victim first: the
-		// hostile sandbox's own monitor ending would let the descriptors
-		// go.
-		p.run(t, "exec", "victim", "--", "true")
+		// A command's RLIMIT_NOFILE is half the init's: the hostile
+		// command's sends stop while jail's own still have room, so
+		// the other sandbox is served as ever (before, its exec failed:
+		// docs/persistent.md §3), and no monitor ends. The victim
+		// first: the hostile sandbox's own end would let the
+		// descriptors go.
+		if r := p.run(t, "exec", "victim", "--", "echo", "served"); r.code != 0 || r.stdout != "served\n" {
+			t.Errorf("the other sandbox while the descriptors are in flight: exit %d, %q, %s", r.code, r.stdout, r.stderr)
+		}
 		if r := p.run(t, "ls"); r.code != 0 || strings.Contains(r.stdout, "dead") {
 			t.Errorf("ls while the descriptors are in flight: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}

@@ -1498,6 +1498,34 @@ static int loopback_up(struct failure *f)
 
 /* set_rlimits applies the fallback limits. RLIMIT_NPROC is counted per
  * user namespace, so it bounds this sandbox's tasks, not the caller's. */
+/*
+ * command_files is the RLIMIT_NOFILE of the commands: at most half the
+ * init's hard limit, and at most 65536. The kernel bounds the descriptors
+ * a user has in flight in unix sockets by the sender's own RLIMIT_NOFILE,
+ * counted per host uid: every sandbox of a rootless user shares that uid
+ * with its monitor, init and the user's jail, and every root sandbox shares
+ * one with the others' inits. A command allowed as many as the init could
+ * fill that count past what the init and the monitor may send, and their
+ * next descriptor (an exec's pidfd, a client's connection) would fail in
+ * every other sandbox of that uid. With half the limit, a command's sends
+ * stop (ETOOMANYREFS) while jail's own still have room.
+ */
+static struct rlimit command_files;
+
+static int command_files_limit(struct failure *f)
+{
+	struct rlimit own;
+	if (getrlimit(RLIMIT_NOFILE, &own) != 0)
+		return fail_errno(f, "rlimits", "files");
+	rlim_t max = own.rlim_max == RLIM_INFINITY ? (rlim_t)1 << 20 : own.rlim_max;
+	max /= 2;
+	if (max > 65536)
+		max = 65536;
+	command_files.rlim_max = max;
+	command_files.rlim_cur = own.rlim_cur < max ? own.rlim_cur : max;
+	return 0;
+}
+
 static int set_rlimits(const struct config *c, struct failure *f)
 {
 	struct {
@@ -1511,6 +1539,8 @@ static int set_rlimits(const struct config *c, struct failure *f)
 		if (setrlimit(limits[i].resource, &lim) != 0)
 			return fail_errno(f, "rlimits", NULL);
 	}
+	if (command_files_limit(f) != 0)
+		return -1;
 	if (c->limits.rlimit_stack > 0) {
 		/* The hard limit bounds a stack's growth; the soft one stays
 		 * small, since threads' stacks are sized from it. */
@@ -1776,6 +1806,8 @@ static int command_child(void *arg)
 		    syscall(SYS_setresuid, p->uid, p->uid, p->uid) != 0)
 			child_fail(cs, 2, errno);
 	}
+	if (command_files.rlim_max != 0 && syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, &command_files, NULL) != 0)
+		child_fail(cs, 2, errno);
 	if (chdir(p->cwd) != 0)
 		child_fail(cs, 2, errno);
 	/* 3. The profile's seccomp filter, last. */
