@@ -1517,12 +1517,22 @@ static int command_files_limit(struct failure *f)
 	struct rlimit own;
 	if (getrlimit(RLIMIT_NOFILE, &own) != 0)
 		return fail_errno(f, "rlimits", "files");
+	/* The kernel compares with the sender's soft limit: the init's is
+	 * raised to its hard one (its starter may have restored a lower
+	 * soft limit, as Go does for its children), and the commands' hard
+	 * limit is half that. */
+	rlim_t soft = own.rlim_cur;
+	if (own.rlim_cur != own.rlim_max) {
+		struct rlimit raised = {own.rlim_max, own.rlim_max};
+		if (setrlimit(RLIMIT_NOFILE, &raised) != 0)
+			return fail_errno(f, "rlimits", "files");
+	}
 	rlim_t max = own.rlim_max == RLIM_INFINITY ? (rlim_t)1 << 20 : own.rlim_max;
 	max /= 2;
 	if (max > 65536)
 		max = 65536;
 	command_files.rlim_max = max;
-	command_files.rlim_cur = own.rlim_cur < max ? own.rlim_cur : max;
+	command_files.rlim_cur = soft < max ? soft : max;
 	return 0;
 }
 

@@ -58,6 +58,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -267,6 +268,15 @@ int monitor_main(int argc, char **argv)
 		(void)fcntl(fds[i], F_SETFD, FD_CLOEXEC);
 	}
 	signal(SIGPIPE, SIG_IGN);
+	/* The kernel bounds the descriptors a uid has in flight by the
+	 * sender's soft RLIMIT_NOFILE; the sandbox's commands get at most half
+	 * the hard limit (init.c's command_files), so the monitor's attach
+	 * keeps room at the whole of it. */
+	struct rlimit files;
+	if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != files.rlim_max) {
+		files.rlim_cur = files.rlim_max;
+		(void)setrlimit(RLIMIT_NOFILE, &files);
+	}
 	/* A monitor outlives whoever made it: no terminal, nothing to print
 	 * to. */
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
