@@ -32,8 +32,8 @@ const maxDrain = 500 * time.Millisecond
 // Capture, or a terminal whose master the init sends back.
 type execIO struct {
 	p      *Process
-	stdout *outputStream
-	stderr *outputStream
+	stdout *supervisor.Capture
+	stderr *supervisor.Capture
 	// child holds the sandbox's ends until the init has them.
 	child    []*os.File
 	childMu  sync.Mutex
@@ -53,37 +53,6 @@ type execIO struct {
 	log     *sandboxlog.Log
 }
 
-// outputStream is one output stream: what it goes to and what is kept.
-type outputStream struct {
-	w         io.Writer
-	keep      bool
-	limit     int64
-	buf       []byte
-	truncated bool
-}
-
-func (o *outputStream) Write(p []byte) (int, error) {
-	if o.keep {
-		room := o.limit - int64(len(o.buf))
-		switch {
-		case room >= int64(len(p)):
-			o.buf = append(o.buf, p...)
-		case room > 0:
-			o.buf = append(o.buf, p[:room]...)
-			o.truncated = true
-		default:
-			o.truncated = true
-		}
-	}
-	if o.w != nil {
-		// A writer that fails must not stop the draining of the pipe.
-		if _, err := o.w.Write(p); err != nil {
-			o.w = nil
-		}
-	}
-	return len(p), nil
-}
-
 // newExecIO makes the stdio of p: its output, with every exact
 // occurrence of a secret's value replaced by [secret:NAME], goes to its
 // writers, is kept with Capture, and is appended to log (nil: none) line
@@ -91,8 +60,8 @@ func (o *outputStream) Write(p []byte) (int, error) {
 func newExecIO(p *Process, limit int64, values secrets.Values, log *sandboxlog.Log) *execIO {
 	x := &execIO{
 		p:      p,
-		stdout: &outputStream{w: p.Stdout, keep: p.Capture, limit: limit},
-		stderr: &outputStream{w: p.Stderr, keep: p.Capture, limit: limit},
+		stdout: supervisor.NewCapture(p.Stdout, p.Capture, limit),
+		stderr: supervisor.NewCapture(p.Stderr, p.Capture, limit),
 		values: values,
 		log:    log,
 	}
@@ -100,7 +69,7 @@ func newExecIO(p *Process, limit int64, values secrets.Values, log *sandboxlog.L
 }
 
 // sink is what the copy of out writes to.
-func (x *execIO) sink(out *outputStream) io.Writer {
+func (x *execIO) sink(out *supervisor.Capture) io.Writer {
 	var w io.Writer = out
 	if x.log != nil {
 		line := x.log.Line()
@@ -138,7 +107,7 @@ func (x *execIO) pipes(req *supervisor.ExecRequest) error {
 		}()
 	}
 	x.child = append(x.child, stdin)
-	for _, out := range []*outputStream{x.stdout, x.stderr} {
+	for _, out := range []*supervisor.Capture{x.stdout, x.stderr} {
 		r, w, err := os.Pipe()
 		if err != nil {
 			return err
@@ -261,7 +230,7 @@ func (x *execIO) close() {
 // fill puts the kept output into res.
 func (x *execIO) fill(res *Result) {
 	if x.p.Capture {
-		res.Stdout, res.Stderr = string(x.stdout.buf), string(x.stderr.buf)
-		res.Truncated = x.stdout.truncated || x.stderr.truncated
+		res.Stdout, res.Stderr = x.stdout.String(), x.stderr.String()
+		res.Truncated = x.stdout.Truncated() || x.stderr.Truncated()
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jail-sandbox/jail/internal/config"
 	"github.com/jail-sandbox/jail/internal/control"
+	"github.com/jail-sandbox/jail/internal/sandboxdir"
 	"github.com/jail-sandbox/jail/internal/supervisor"
 )
 
@@ -62,26 +63,34 @@ func TestSameSandbox(t *testing.T) {
 	}
 }
 
-// TestTooManyClientsAreToldSo: a sandbox's init serves 255 client
-// connections; the next is refused with a reason, not left to look like a
-// sandbox that is gone, and a freed connection is served again.
-func TestTooManyClientsAreToldSo(t *testing.T) {
+// runningSandbox creates the sandbox name with a Manager of the test's
+// own (removed when the test ends) and returns its open state directory.
+func runningSandbox(t *testing.T, name string) *sandboxdir.Sandbox {
+	t.Helper()
 	dir := t.TempDir()
 	m, err := NewManager(ManagerOptions{StateDir: dir + "/state", AuditLog: "-"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Close()
-	ctx := context.Background()
-	if _, err := m.Create(ctx, Spec{Name: "many"}); err != nil {
+	t.Cleanup(func() { m.Close() })
+	if _, err := m.Create(context.Background(), Spec{Name: name}); err != nil {
 		t.Fatal(err)
 	}
-	defer m.Remove("many", true)
-	sb, err := m.store.Open("many")
+	t.Cleanup(func() { _ = m.Remove(name, true) })
+	sb, err := m.store.Open(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sb.Close()
+	t.Cleanup(func() { sb.Close() })
+	return sb
+}
+
+// TestTooManyClientsAreToldSo: a sandbox's init serves 255 client
+// connections; the next is refused with a reason, not left to look like a
+// sandbox that is gone, and a freed connection is served again.
+func TestTooManyClientsAreToldSo(t *testing.T) {
+	ctx := context.Background()
+	sb := runningSandbox(t, "many")
 	var clients []*supervisor.Client
 	defer func() {
 		for _, c := range clients {
@@ -135,22 +144,8 @@ func TestTooManyClientsAreToldSo(t *testing.T) {
 // init's bound, rather than holding the init (and every other client) for
 // as long as it trickles.
 func TestTricklingClientIsDropped(t *testing.T) {
-	dir := t.TempDir()
-	m, err := NewManager(ManagerOptions{StateDir: dir + "/state", AuditLog: "-"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
 	ctx := context.Background()
-	if _, err := m.Create(ctx, Spec{Name: "drip"}); err != nil {
-		t.Fatal(err)
-	}
-	defer m.Remove("drip", true)
-	sb, err := m.store.Open("drip")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close()
+	sb := runningSandbox(t, "drip")
 	sock, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)

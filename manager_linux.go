@@ -935,10 +935,8 @@ func (s *Sandbox) Exec(ctx context.Context, p Process) (res Result, err error) {
 			res.ExitCode, res.TimedOut = ExitTimeout, true
 			return res, nil
 		case errors.Is(err, supervisor.ErrSandboxGone):
-			s.m.forget(s.name)
-		}
-		var se *SetupError
-		if errors.As(err, &se) && se.Step == "exec" && strings.Contains(se.Err.Error(), "ended") {
+			// Its connection is of no use any more: the next call
+			// dials again, or says the sandbox is dead.
 			s.m.forget(s.name)
 		}
 		return res, err

@@ -388,7 +388,7 @@ func runExec(ctx context.Context, send func(control.Message, ...*os.File) error,
 			signalGroup(unix.SIGKILL)
 		case <-gone:
 			if len(ch) == 0 {
-				return ExecStatus{Code: api.ExitSetup}, &SetupError{Step: "exec", Err: errors.New("the sandbox ended")}
+				return ExecStatus{Code: api.ExitSetup}, &SetupError{Step: "exec", Err: fmt.Errorf("it ended: %w", ErrSandboxGone)}
 			}
 			gone = nil
 		}

@@ -99,7 +99,7 @@ func (s *supervisor) connectStdio(cmd *initStart, childEnds *[]*os.File) error {
 	if !s.job.TTY {
 		for _, out := range []struct {
 			set  func(*os.File)
-			sink **capture
+			sink **Capture
 		}{
 			{func(f *os.File) { cmd.stdout = f }, &s.stdout},
 			{func(f *os.File) { cmd.stderr = f }, &s.stderr},
@@ -111,7 +111,7 @@ func (s *supervisor) connectStdio(cmd *initStart, childEnds *[]*os.File) error {
 			out.set(w)
 			*childEnds = append(*childEnds, w)
 			s.copies.Add(1)
-			go func(r *os.File, sink **capture) {
+			go func(r *os.File, sink **Capture) {
 				defer s.copies.Done()
 				defer r.Close()
 				// Nothing is written before the command runs, and its
@@ -193,9 +193,9 @@ func (s *supervisor) resize(size WindowSize) {
 	}
 }
 
-// capture streams output to a writer and, when asked, keeps up to limit
-// bytes of it.
-type capture struct {
+// Capture streams output to a writer and, when asked, keeps up to limit
+// bytes of it (a run's, and an exec's into a persistent sandbox).
+type Capture struct {
 	w         io.Writer
 	keep      bool
 	limit     int64
@@ -203,11 +203,11 @@ type capture struct {
 	truncated bool
 }
 
-func newCapture(w io.Writer, keep bool, limit int64) *capture {
-	return &capture{w: w, keep: keep, limit: limit}
+func NewCapture(w io.Writer, keep bool, limit int64) *Capture {
+	return &Capture{w: w, keep: keep, limit: limit}
 }
 
-func (c *capture) Write(p []byte) (int, error) {
+func (c *Capture) Write(p []byte) (int, error) {
 	if c.keep {
 		room := c.limit - int64(len(c.buf))
 		switch {
@@ -230,4 +230,7 @@ func (c *capture) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (c *capture) String() string { return string(c.buf) }
+func (c *Capture) String() string { return string(c.buf) }
+
+// Truncated reports whether output past the limit was dropped.
+func (c *Capture) Truncated() bool { return c.truncated }

@@ -53,8 +53,8 @@ type supervisor struct {
 	// usage is the init's resource usage, when known, once reaped is
 	// closed.
 	usage    *syscall.Rusage
-	stdout   *capture
-	stderr   *capture
+	stdout   *Capture
+	stderr   *Capture
 	copies   sync.WaitGroup
 	masterMu sync.Mutex
 	master   *os.File      // the command's terminal, with --tty
@@ -174,7 +174,7 @@ func (s *supervisor) bootFailed() {
 // handOutNothing ends the wait of the output's readers of a sandbox that
 // runs no command: they drain their pipes into nothing.
 func (s *supervisor) handOutNothing() {
-	s.stdout, s.stderr = newCapture(nil, false, 0), newCapture(nil, false, 0)
+	s.stdout, s.stderr = NewCapture(nil, false, 0), NewCapture(nil, false, 0)
 	close(s.handout)
 }
 
@@ -320,8 +320,8 @@ func (s *supervisor) finish(ctx context.Context, job *Job, process *config.Proce
 		// A sandbox from a pool: its time starts now.
 		s.start = time.Now()
 	}
-	s.stdout = newCapture(s.job.Stdout, s.job.Capture, s.job.OutputLimit)
-	s.stderr = newCapture(s.job.Stderr, s.job.Capture, s.job.OutputLimit)
+	s.stdout = NewCapture(s.job.Stdout, s.job.Capture, s.job.OutputLimit)
+	s.stderr = NewCapture(s.job.Stderr, s.job.Capture, s.job.OutputLimit)
 	close(s.handout)
 
 	// The init was born in its cgroup: the command may start as soon as
@@ -405,7 +405,7 @@ wait:
 		}
 	}
 	res.Stdout, res.Stderr = s.stdout.String(), s.stderr.String()
-	res.Truncated = s.stdout.truncated || s.stderr.truncated
+	res.Truncated = s.stdout.Truncated() || s.stderr.Truncated()
 
 	switch {
 	case rep.setupErr != nil:
