@@ -82,22 +82,23 @@ func reportOf(err error) holderReport {
 // holderMain is the holder process; it never returns.
 func holderMain() {
 	report := os.NewFile(5, "holder-report")
-	err := hold(report)
+	held, err := hold(report)
 	// Only a failure gets here: the monitor replaced this program.
 	b, _ := json.Marshal(reportOf(err))
-	if _, werr := report.Write(append(b, '\n')); werr != nil && len(os.Args) == 2 && sandboxdir.ValidName(os.Args[1]) == nil {
+	if _, werr := report.Write(append(b, '\n')); werr != nil && held {
 		// Its creator is gone (killed in the middle of jail create):
 		// no one will remove what it made, so it does.
-		_ = sandboxdir.RemoveHeld(os.NewFile(4, "sandboxes-dir"), os.Args[1])
+		_ = sandboxdir.RemoveHeld(os.NewFile(4, "sandboxes-dir"), os.NewFile(3, "sandbox-dir"), os.Args[1])
 	}
 	os.Exit(ExitSetup)
 }
 
 // hold builds the sandbox and becomes its monitor; it returns only on
-// failure.
-func hold(report *os.File) error {
+// failure, saying whether it had taken the sandbox's lock (and so made
+// the directory its own to remove).
+func hold(report *os.File) (held bool, err error) {
 	if len(os.Args) != 2 || sandboxdir.ValidName(os.Args[1]) != nil {
-		return errors.New("the holder is started by jail only")
+		return false, errors.New("the holder is started by jail only")
 	}
 	name := os.Args[1]
 	// Whatever else the creator let this process inherit (os/exec closes
@@ -106,20 +107,26 @@ func hold(report *os.File) error {
 	// its creator's caller waits on, say. Only what the monitor is given
 	// below, by number, passes the exec.
 	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
-		return fmt.Errorf("the holder's descriptors: %w", err)
+		return false, fmt.Errorf("the holder's descriptors: %w", err)
 	}
 	dir, parent := os.NewFile(3, "sandbox-dir"), os.NewFile(4, "sandboxes-dir")
 	for _, f := range []*os.File{dir, parent, report} {
 		if _, err := unix.FcntlInt(f.Fd(), unix.F_GETFD, 0); err != nil {
-			return errors.New("the holder is started by jail only")
+			return false, errors.New("the holder is started by jail only")
 		}
 		syscall.CloseOnExec(int(f.Fd()))
 	}
 	sb := sandboxdir.Adopt(name, dir)
 	lock, err := sb.Hold()
 	if err != nil {
-		return err
+		return false, err
 	}
+	return true, boot(report, sb, name, lock, dir, parent)
+}
+
+// boot builds the sandbox whose lock the holder holds and execs its
+// monitor; it returns only on failure.
+func boot(report *os.File, sb *sandboxdir.Sandbox, name string, lock, dir, parent *os.File) error {
 	var stored storedSpec
 	data, err := sb.ReadFile(sandboxdir.SpecFile)
 	if err == nil {

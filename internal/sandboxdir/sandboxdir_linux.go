@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -318,30 +319,40 @@ func readAll(f *os.File) ([]byte, error) {
 	return data, nil
 }
 
-// RemoveHeld removes the directory name in parent, whose lock the caller
-// holds (a holder that made it and failed): every file, then the
-// directory, never through a link.
-func RemoveHeld(parent *os.File, name string) error {
+// RemoveHeld removes the sandbox directory dir, name in parent, whose
+// lock the caller holds (a holder that made it and failed): its files
+// through dir, then the directory.
+func RemoveHeld(parent, dir *os.File, name string) error {
 	if err := ValidName(name); err != nil {
 		return err
 	}
-	fd, err := unix.Openat(int(parent.Fd()), name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err := removeContents(dir); err != nil {
+		return err
+	}
+	return unix.Unlinkat(int(parent.Fd()), name, unix.AT_REMOVEDIR)
+}
+
+// removeContents removes every file of the sandbox directory dir through
+// its descriptor, its lock last (until then the sandbox looks alive, not
+// dead and to be removed by someone else), and what is gone already (a
+// monitor removing the same files) is no error.
+func removeContents(dir *os.File) error {
+	fd, err := unix.Openat(int(dir.Fd()), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}
-	d := os.NewFile(uintptr(fd), name)
+	d := os.NewFile(uintptr(fd), dir.Name())
 	defer d.Close()
 	entries, err := d.Readdirnames(-1)
 	if err != nil {
 		return err
 	}
-	for _, e := range entries {
-		if e != LockFile {
-			_ = unix.Unlinkat(fd, e, 0)
+	for _, e := range append(slices.DeleteFunc(entries, func(e string) bool { return e == LockFile }), LockFile) {
+		if err := unix.Unlinkat(fd, e, 0); err != nil && err != unix.ENOENT {
+			return fmt.Errorf("remove %s: %w", e, err)
 		}
 	}
-	_ = unix.Unlinkat(fd, LockFile, 0)
-	return unix.Unlinkat(int(parent.Fd()), name, unix.AT_REMOVEDIR)
+	return nil
 }
 
 // Remove removes the directory of the sandbox name, whose monitor must be
@@ -359,25 +370,9 @@ func (s *Store) Remove(name string) error {
 		return err
 	}
 	defer lock.Close()
-	fd, err := unix.Openat(int(sb.dir.Fd()), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
+	if err := removeContents(sb.dir); err != nil {
 		return fmt.Errorf("sandbox %s: %w", name, err)
 	}
-	d := os.NewFile(uintptr(fd), sb.dir.Name())
-	entries, err := d.Readdirnames(-1)
-	if err != nil {
-		d.Close()
-		return fmt.Errorf("sandbox %s: %w", name, err)
-	}
-	// A monitor ending after an end removes the same files (its lock
-	// last): what is gone already is not an error.
-	for _, e := range entries {
-		if err := unix.Unlinkat(fd, e, 0); err != nil && err != unix.ENOENT {
-			d.Close()
-			return fmt.Errorf("sandbox %s: remove %s: %w", name, e, err)
-		}
-	}
-	d.Close()
 	if err := unix.Unlinkat(int(s.dir.Fd()), name, unix.AT_REMOVEDIR); err != nil && err != unix.ENOENT {
 		return fmt.Errorf("sandbox %s: %w", name, err)
 	}
