@@ -60,8 +60,10 @@ func check(path string, uid int) (string, unix.Stat_t, error) {
 	st, link, err := walk(path, uid, false)
 	if link {
 		// Resolved once: the directories the links lead to are what
-		// must be private.
-		resolved, rerr := filepath.EvalSymlinks(path)
+		// must be private, and so must each link be: a link that
+		// another user owns (in a sticky /tmp, say) is theirs to point
+		// elsewhere after the check, at another of uid's directories.
+		resolved, rerr := resolveOwnLinks(path, uid)
 		if rerr != nil {
 			return "", unix.Stat_t{}, rerr
 		}
@@ -69,6 +71,50 @@ func check(path string, uid int) (string, unix.Stat_t, error) {
 		st, _, err = walk(path, uid, true)
 	}
 	return path, st, err
+}
+
+// resolveOwnLinks resolves the symbolic links of path (absolute, clean)
+// as the kernel would, refusing any that neither root nor uid owns.
+func resolveOwnLinks(path string, uid int) (string, error) {
+	done, rest := "/", strings.TrimPrefix(path, "/")
+	for links := 0; rest != ""; {
+		name, after, _ := strings.Cut(rest, "/")
+		rest = after
+		if name == "" || name == "." {
+			continue
+		}
+		if name == ".." {
+			done = filepath.Dir(done)
+			continue
+		}
+		next := filepath.Join(done, name)
+		var st unix.Stat_t
+		if err := unix.Lstat(next, &st); err != nil {
+			return "", &os.PathError{Op: "lstat", Path: next, Err: err}
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFLNK {
+			done = next
+			continue
+		}
+		if st.Uid != 0 && int(st.Uid) != uid {
+			return "", &notPrivate{next, fmt.Sprintf("a symbolic link owned by uid %d, neither root nor uid %d", st.Uid, uid)}
+		}
+		if links++; links > 40 {
+			return "", &os.PathError{Op: "resolve", Path: path, Err: unix.ELOOP}
+		}
+		target, err := os.Readlink(next)
+		if err != nil {
+			return "", err
+		}
+		// The target takes the link's place, relative to the link's
+		// directory (done) unless absolute; ".." is taken step by step
+		// above, never cleaned away past a link.
+		if strings.HasPrefix(target, "/") {
+			done = "/"
+		}
+		rest = strings.TrimPrefix(target, "/") + "/" + rest
+	}
+	return done, nil
 }
 
 // walk checks every directory of path from / down and returns the last
