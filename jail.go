@@ -67,8 +67,16 @@ type Spec struct {
 	Pids   int
 	// Timeout kills the whole sandbox after this wall-clock time (0: none).
 	Timeout time.Duration
-	// Net is "" or "none": only a loopback interface.
+	// Net is "" or "none": only a loopback interface, nothing out; or
+	// "allow=RULE[,RULE...]": the loopback too, and jail's egress gateway
+	// as the one way out, to the hosts and ports the rules allow, every
+	// attempt in the audit log ("allow=" denies everything, on record;
+	// docs/egress.md has the grammar).
 	Net string
+	// NetDenials receives one line per destination the gateway denied,
+	// "net: denied HOST:PORT (reason)", while the command runs; nil
+	// discards them (the audit log has them all).
+	NetDenials io.Writer
 	// Workspace is a host directory bound read-write at /workspace, which
 	// becomes the working directory.
 	Workspace string

@@ -136,6 +136,10 @@ func resolve(spec *Spec) (*plan, error) {
 	if image != nil {
 		imageEnv = image.Config.Env
 	}
+	_, egress := egressRules(spec.Net)
+	if egress {
+		imageEnv = append(append([]string(nil), imageEnv...), egressEnv...)
+	}
 	env, err := buildEnv(spec, home, imageEnv)
 	if err != nil {
 		return nil, err
@@ -188,6 +192,9 @@ func resolve(spec *Spec) (*plan, error) {
 	}
 	if uid == 0 {
 		p.Config.Rootfs.Home = home
+	}
+	if egress {
+		egressConfig(&p.Config)
 	}
 	p.Config.Masks, p.Config.ReadOnly = profile.Masks, profile.ReadOnly
 	p.Config.Seccomp = policy

@@ -6,8 +6,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"time"
 
+	"github.com/jail-sandbox/jail/internal/egress/launch"
 	"github.com/jail-sandbox/jail/internal/secrets"
 	"github.com/jail-sandbox/jail/internal/supervisor"
 )
@@ -52,16 +54,35 @@ func run(ctx context.Context, pool *supervisor.Pool, spec Spec) (Result, *superv
 		spec.Stdout, spec.Stderr, flush = redactWriters(spec.Stdout, spec.Stderr, values)
 		defer flush()
 	}
+	// The egress gateway starts beside the sandbox, and parses the rules
+	// before the command is released.
+	var gw *launch.Gateway
+	if rules, ok := egressRules(spec.Net); ok {
+		if err := validate(&spec); err != nil {
+			return Result{ExitCode: ExitSetup}, t, err
+		}
+		var err error
+		if gw, err = startGateway(&spec, rules, "", false); err != nil {
+			return Result{ExitCode: ExitSetup}, t, err
+		}
+		defer gw.Close()
+		// A pooled sandbox has no gateway's sockets.
+		pool = nil
+	}
 	p, err := prepare(&spec)
 	if err != nil {
 		return Result{ExitCode: ExitSetup}, t, err
 	}
 	t.Prepared = time.Now()
+	job := jobOf(&spec)
+	if gw != nil {
+		job.Egress = func(listeners []*os.File) error { return serveGateway(gw, listeners, spec.NetDenials) }
+	}
 	var res Result
 	if pool != nil {
-		res, err = pool.Run(ctx, jobOf(&spec), p, t)
+		res, err = pool.Run(ctx, job, p, t)
 	} else {
-		res, err = supervisor.Run(ctx, jobOf(&spec), p, t)
+		res, err = supervisor.Run(ctx, job, p, t)
 	}
 	t.Done = time.Now()
 	if values.Len() > 0 {

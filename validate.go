@@ -92,10 +92,32 @@ func checkCommand(spec *Spec) error {
 	return nil
 }
 
-// checkNet: only a loopback interface is supported.
+// netAllowPrefix starts --net's allowlist form.
+const netAllowPrefix = "allow="
+
+// egressRules returns the rules of --net allow=RULES, and whether spec's
+// network has the egress gateway at all.
+func egressRules(net string) (string, bool) {
+	return strings.CutPrefix(net, netAllowPrefix)
+}
+
+// maxNetRules bounds --net allow='s text: rules.MaxRules rules of at most
+// rules.MaxRuleLen bytes. The rules themselves are parsed by the gateway
+// program (the public-suffix list links net/http), before anything of the
+// sandbox runs.
+const maxNetRules = 256 * (1024 + 1)
+
+// checkNet: none, or allow= and a list of a bounded size, one line.
 func checkNet(spec *Spec) error {
-	if spec.Net != "" && spec.Net != "none" {
-		return invalid("--net", "%q is not supported yet (only none)", spec.Net)
+	if spec.Net == "" || spec.Net == "none" {
+		return nil
+	}
+	rules, ok := egressRules(spec.Net)
+	if !ok {
+		return invalid("--net", "%q: want none or allow=RULE[,RULE...]", truncate(spec.Net))
+	}
+	if len(rules) > maxNetRules || strings.ContainsAny(rules, "\x00\n\r") {
+		return invalid("--net", "the rules are longer than %d bytes, or hold a NUL byte or a line break", maxNetRules)
 	}
 	return nil
 }

@@ -42,7 +42,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&f.cpus, "cpus", 0, "CPU quota in cores (default 1)")
 	fs.StringVar(&f.pids, "pids", "", "most processes and threads at once (default 256)")
 	fs.DurationVar(&f.timeout, "timeout", 0, "wall-clock limit, e.g. 30s")
-	fs.StringVar(&f.net, "net", "none", "network: none (loopback only)")
+	fs.StringVar(&f.net, "net", "none", "network: none (loopback only), or allow=RULE[,RULE...] (jail's egress gateway to those hosts; docs/egress.md)")
 	fs.StringVar(&f.workspace, "workspace", "", "host directory bound read-write at /workspace")
 	fs.Var(&f.mounts, "mount", "SRC:DST[:ro|:rw] extra bind mount (repeatable)")
 	fs.Var(&f.env, "env", "K=V to set, or K to copy from the caller (repeatable)")
@@ -127,6 +127,7 @@ func runCommand(args []string) int {
 	spec.Signals = signals
 	spec.Stdin = os.Stdin
 	spec.Notices = noticeWriter{}
+	spec.NetDenials = denialWriter(spec.Capture)
 	if !spec.Capture {
 		spec.Stdout, spec.Stderr = os.Stdout, os.Stderr
 	}
@@ -166,6 +167,25 @@ func finish(res jail.Result, err error, timeout time.Duration, capture bool) int
 		fmt.Println(string(out))
 	}
 	return res.ExitCode
+}
+
+// denialWriter is where the egress gateway's denials go: "jail: net:
+// denied ..." lines on stderr when it is a terminal or the output is JSON
+// (--json), where they cannot be taken for the command's own; nowhere
+// otherwise (the audit log has them).
+func denialWriter(json bool) io.Writer {
+	if _, err := unix.IoctlGetTermios(int(os.Stderr.Fd()), unix.TCGETS); err != nil && !json {
+		return nil
+	}
+	return jailLineWriter{}
+}
+
+// jailLineWriter prints what it is given after "jail: ".
+type jailLineWriter struct{}
+
+func (jailLineWriter) Write(p []byte) (int, error) {
+	fmt.Fprintf(os.Stderr, "jail: %s", p)
+	return len(p), nil
 }
 
 // noticeWriter prints jail's notices as "jail: notice: ..." lines.

@@ -53,6 +53,10 @@ const (
 const (
 	Create = "create"
 	Exec   = "exec"
+	// Net is one connection or HTTP request through the egress gateway,
+	// DNS one query to the sandbox's resolver (Event.Net says what).
+	Net    = "net"
+	DNS    = "dns"
 	Stop   = "stop"
 	Start  = "start"
 	Kill   = "kill"
@@ -93,6 +97,41 @@ type Event struct {
 	PeakMemory    int64
 	// Error is why it failed, a jail: line ("error").
 	Error string
+	// Net is what the egress gateway saw, for Net and DNS events.
+	Net *NetDetail
+}
+
+// NetDetail is one connection, request or query of a sandbox through its
+// egress gateway (docs/egress.md). Hosts, paths and names are at most a
+// few KiB: the gateway bounds what it reads.
+type NetDetail struct {
+	// Via is where it came in: "proxy", "socks", "http" or "tls" (the
+	// captured ports 80 and 443), "dns".
+	Via string `json:"via"`
+	// PID is the sandbox process's pid on the host, when known.
+	PID int `json:"pid,omitempty"`
+	// Client is the sandbox's end of the connection or query.
+	Client string `json:"client,omitempty"`
+	// Host and Port are what the sandbox asked for; Address is the
+	// address the gateway dialed ("" when it dialed none).
+	Host    string `json:"host,omitempty"`
+	Port    int    `json:"port,omitempty"`
+	Address string `json:"address,omitempty"`
+	// Method and Path are an HTTP request's; QueryType and RCode a DNS
+	// query's.
+	Method    string `json:"method,omitempty"`
+	Path      string `json:"path,omitempty"`
+	QueryType string `json:"qtype,omitempty"`
+	RCode     string `json:"rcode,omitempty"`
+	// Verdict is "allowed" or "denied" (a DNS query: also "refused" or
+	// "dropped"); Rule the rule that decided, in its canonical form ("":
+	// none did); Why says why, in one line.
+	Verdict string `json:"verdict"`
+	Rule    string `json:"rule,omitempty"`
+	Why     string `json:"why,omitempty"`
+	// BytesUp and BytesDown are what went each way.
+	BytesUp   int64 `json:"bytes_up,omitempty"`
+	BytesDown int64 `json:"bytes_down,omitempty"`
 }
 
 // line is an Event as written. The numbers of an exec are pointers so
@@ -113,6 +152,7 @@ type line struct {
 	PeakMemoryBytes *int64            `json:"peak_memory_bytes,omitempty"`
 	Error           string            `json:"error,omitempty"`
 	Truncated       bool              `json:"truncated,omitempty"`
+	*NetDetail
 }
 
 func lineOf(e Event) line {
@@ -131,6 +171,10 @@ func lineOf(e Event) line {
 		User:    e.User,
 		Signal:  e.Signal,
 		Error:   e.Error,
+	}
+	if e.Net != nil {
+		detail := *e.Net
+		l.NetDetail = &detail
 	}
 	exec := e.Event == Exec
 	if exec || e.ExitCode != 0 {

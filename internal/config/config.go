@@ -52,6 +52,33 @@ type Init struct {
 	// long.
 	TTL         int64 `json:"ttl,omitempty" wire:"min=0"`
 	IdleTimeout int64 `json:"idle_timeout,omitempty" wire:"min=0"`
+	// Listen are sockets the init opens in the sandbox's network namespace
+	// once its loopback is up, before anything of the sandbox runs, and
+	// attaches to KindReady in this order: the egress gateway's, which
+	// serves them from outside the sandbox (docs/egress.md). The init keeps
+	// no copy, so nothing in the sandbox holds them.
+	Listen []Listener `json:"listen,omitempty"`
+	// Files are written by the init under the sandbox's /run/egress (not
+	// /run/jail, root's state directory, which is masked), each in a file
+	// of its own, and bound read-only over their destinations (the
+	// gateway's resolv.conf and trust store).
+	Files []File `json:"files,omitempty"`
+}
+
+// Listener is one socket the init opens for the supervisor.
+type Listener struct {
+	// Stream: a listening TCP socket; otherwise a bound UDP one.
+	Stream bool `json:"stream"`
+	// Address is an IPv4 address in dotted-quad form.
+	Address string `json:"address"`
+	Port    int    `json:"port" wire:"min=1,max=65535"`
+}
+
+// File is one file the init writes and binds over Destination, an
+// absolute, clean path inside the sandbox.
+type File struct {
+	Destination string `json:"destination"`
+	Data        []byte `json:"data"`
 }
 
 // Rootfs says what the sandbox's / is made of.

@@ -152,6 +152,28 @@ func (r *reader) getFilter(v *filter.Filter) {
 	v.Guard = r.optionalBytes()
 }
 
+func (w *writer) putListener(v *config.Listener) {
+	w.bool(v.Stream)
+	w.string(v.Address)
+	w.int(int64(v.Port))
+}
+
+func (r *reader) getListener(v *config.Listener) {
+	v.Stream = r.bool()
+	v.Address = r.string()
+	v.Port = int(r.intIn(1, 65535))
+}
+
+func (w *writer) putFile(v *config.File) {
+	w.string(v.Destination)
+	w.optionalBytes(v.Data)
+}
+
+func (r *reader) getFile(v *config.File) {
+	v.Destination = r.string()
+	v.Data = r.optionalBytes()
+}
+
 func (w *writer) putInit(v *config.Init) {
 	w.putRootfs(&v.Rootfs)
 	w.uint(uint64(len(v.Mounts)))
@@ -176,6 +198,14 @@ func (w *writer) putInit(v *config.Init) {
 	w.bool(v.Persistent)
 	w.int(int64(v.TTL))
 	w.int(int64(v.IdleTimeout))
+	w.uint(uint64(len(v.Listen)))
+	for i := range v.Listen {
+		w.putListener(&v.Listen[i])
+	}
+	w.uint(uint64(len(v.Files)))
+	for i := range v.Files {
+		w.putFile(&v.Files[i])
+	}
 }
 
 func (r *reader) getInit(v *config.Init) {
@@ -208,6 +238,18 @@ func (r *reader) getInit(v *config.Init) {
 	v.Persistent = r.bool()
 	v.TTL = int64(r.intIn(0, 9223372036854775807))
 	v.IdleTimeout = int64(r.intIn(0, 9223372036854775807))
+	if n := r.count(3); n > 0 {
+		v.Listen = make([]config.Listener, n)
+		for i := range v.Listen {
+			r.getListener(&v.Listen[i])
+		}
+	}
+	if n := r.count(2); n > 0 {
+		v.Files = make([]config.File, n)
+		for i := range v.Files {
+			r.getFile(&v.Files[i])
+		}
+	}
 }
 
 func (w *writer) putIDMap(v *IDMap) {

@@ -1,13 +1,14 @@
 #!/bin/sh
-# generate.sh (go generate ./internal/programs): builds the server and tools
-# programs into bin/ with their SHA-256, then writes generated.go, which
+# generate.sh (go generate ./internal/programs): builds the server, tools and
+# gateway programs into bin/ with their SHA-256, then writes generated.go, which
 # tells the jail command that they are there. The helper program is not
 # built here: it is committed (helper/build.sh, make helper).
 set -e
 export GO="${GO:-go}"
 CGO_ENABLED=0 LDFLAGS=-s sh gobuild.sh -tags jail_server -o bin/server ./server
+CGO_ENABLED=0 LDFLAGS=-s sh gobuild.sh -o bin/gateway ./gateway
 LDFLAGS='-s -linkmode external -extldflags -static' sh gobuild.sh -tags netgo,osusergo -o bin/tools ./tools
-for p in server tools; do
+for p in server tools gateway; do
 	sha256sum "bin/$p" | cut -c1-64 >"bin/$p.sha256"
 done
 cat >generated.go <<'GO'

@@ -17,6 +17,10 @@
 //     filters (libseccomp through cgo, package seccomp/compile).
 //   - server: `jail serve`, the HTTP API (net/http, package server), which
 //     jail execs.
+//   - gateway: a sandbox's egress gateway (--net allow=, docs/egress.md):
+//     its HTTP and SOCKS proxies, resolver and captured ports, serving the
+//     listeners the sandbox's init opened, started per sandbox by package
+//     internal/egress/launch.
 //
 // Tools and server are Go programs too big to commit (19 MB): `go generate
 // ./internal/programs` (make build does it; generate.sh) builds them into
@@ -64,9 +68,10 @@ import (
 
 // Names of the programs.
 const (
-	Helper = "helper"
-	Tools  = "tools"
-	Server = "server"
+	Helper  = "helper"
+	Tools   = "tools"
+	Server  = "server"
+	Gateway = "gateway"
 )
 
 // InitArg is argv[0] of the helper program started as a sandbox's init

@@ -53,6 +53,11 @@ type Job struct {
 	TTY     bool
 	Resize  <-chan WindowSize
 	Signals <-chan os.Signal
+	// Egress, when set, is given the sockets the init opened for the
+	// egress gateway (Plan.Config.Listen) once it is ready, before the
+	// command is released; it closes them. An error ends the sandbox
+	// before its command starts, and is the run's.
+	Egress func(listeners []*os.File) error
 }
 
 // WindowSize is a terminal's size in characters.

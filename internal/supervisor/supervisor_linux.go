@@ -103,6 +103,10 @@ type supervisor struct {
 	// execs, in a persistent sandbox, takes the init's reports about its
 	// commands (those with an Exec id).
 	execs *execReplies
+	// listeners are the sockets the init opened for the egress gateway,
+	// attached to its ready report: set before ready is closed, and
+	// taken by whoever hands them over.
+	listeners []*os.File
 }
 
 // report is what the init said over the control socket.
@@ -339,7 +343,15 @@ func (s *supervisor) finish(ctx context.Context, job *Job, process *config.Proce
 			}
 		}
 	}
-	if err := s.conn.Send(release, files...); err != nil {
+	// The gateway gets its sockets before the command can use them: a
+	// gateway that refuses its rules ends the sandbox unstarted.
+	var egressErr error
+	if s.job.Egress != nil {
+		egressErr = s.handOverListeners()
+	}
+	if egressErr != nil {
+		_ = s.init.signal(syscall.SIGKILL)
+	} else if err := s.conn.Send(release, files...); err != nil {
 		_ = s.init.signal(syscall.SIGKILL)
 	}
 
@@ -411,6 +423,9 @@ wait:
 	case rep.setupErr != nil:
 		res.ExitCode = api.ExitSetup
 		return res, rep.setupErr
+	case egressErr != nil:
+		res.ExitCode = api.ExitSetup
+		return res, egressErr
 	case rep.execErr != nil:
 		res.ExitCode = rep.execErr.Code
 		return res, rep.execErr
@@ -430,6 +445,35 @@ wait:
 		return res, &SetupError{Step: "init", Err: fmt.Errorf("ended before reporting: %v", waitErr)}
 	}
 	return res, nil
+}
+
+// handOverListeners waits for the init to be ready and gives the job's
+// Egress its listeners. An init that ends first failed its setup, which
+// its report says: that is the run's error, not this.
+func (s *supervisor) handOverListeners() error {
+	select {
+	case <-s.ready:
+	case <-s.reaped:
+		return nil
+	}
+	listeners := s.listeners
+	s.listeners = nil
+	defer func() {
+		for _, f := range listeners {
+			f.Close()
+		}
+	}()
+	if len(listeners) != len(s.plan.Config.Listen) {
+		return &SetupError{Step: "egress", Err: fmt.Errorf("the init opened %d of %d sockets", len(listeners), len(s.plan.Config.Listen))}
+	}
+	if err := s.job.Egress(listeners); err != nil {
+		var se *SetupError
+		if errors.As(err, &se) {
+			return err
+		}
+		return &SetupError{Step: "egress", Err: err}
+	}
+	return nil
 }
 
 // listen reads the init's reports until it closes the socket; the exit
@@ -459,6 +503,9 @@ func (s *supervisor) listen() report {
 			}
 			readied = true
 			s.times.InitRunning, s.times.RootBuilt = control.Time(msg.Running), control.Time(msg.Built)
+			if len(files) == len(s.plan.Config.Listen) {
+				s.listeners, files = files, nil
+			}
 			close(s.ready)
 		case control.KindStarted:
 			<-s.handout // s.job is the caller's from here on

@@ -71,6 +71,8 @@ var cNames = map[string]string{
 	"config.Mount":    "mount_spec",
 	"config.Process":  "process",
 	"config.Limits":   "limits",
+	"config.Listener": "listener",
+	"config.File":     "file_spec",
 	"filter.Filter":   "filter",
 }
 

@@ -43,7 +43,9 @@
 #include <glob.h>
 #include <grp.h>
 #include <limits.h>
+#include <arpa/inet.h>
 #include <net/if.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -351,6 +353,10 @@ struct report {
  * connection and must wait on none. */
 static int send_report_to(int sock, const struct report *rep, const int *fds, int nfds, bool dontwait);
 
+/* MAX_REPORT_FILES bounds the descriptors one report carries: the most
+ * listeners open_listeners opens. */
+enum { MAX_REPORT_FILES = 16 };
+
 static int send_report(int sock, const struct report *rep, const int *fds, int nfds)
 {
 	return send_report_to(sock, rep, fds, nfds, false);
@@ -374,12 +380,18 @@ static int send_report_to(int sock, const struct report *rep, const int *fds, in
 	for (int i = 0; i < 4; i++)
 		w.buf[i] = (unsigned char)(size >> (8 * i));
 
+	/* A pidfd and a terminal, or the gateway's listeners (MAX_LISTENERS). */
 	union {
-		char buf[CMSG_SPACE(sizeof(int) * 2)];
+		char buf[CMSG_SPACE(sizeof(int) * MAX_REPORT_FILES)];
 		struct cmsghdr align;
 	} control;
 	struct iovec iov = {w.buf, w.len};
 	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+	if (nfds < 0 || nfds > MAX_REPORT_FILES) {
+		free(w.buf);
+		errno = EINVAL;
+		return -1;
+	}
 	if (nfds > 0) {
 		memset(&control, 0, sizeof(control));
 		msg.msg_control = control.buf;
@@ -1266,6 +1278,79 @@ static int bind_mount(struct builder *b, int src, const struct mount_spec *m)
 	return err;
 }
 
+/* MAX_FILES_WRITTEN bounds the supervisor's files, and MAX_FILE_BYTES each
+ * one's size (a trust store is some hundreds of KiB). */
+enum { MAX_FILES_WRITTEN = 8, MAX_FILE_BYTES = 4 << 20 };
+
+/* supervisor_files writes the supervisor's files (the egress gateway's
+ * resolv.conf and trust store: docs/egress.md) under /run/egress, on the
+ * sandbox's own /run, and binds each read-only over its destination: a
+ * host tree's /etc cannot be written, and an image's is not changed. */
+static int supervisor_files(struct builder *b)
+{
+	const struct config *c = b->cfg;
+	if (c->nfiles == 0)
+		return 0;
+	if (c->nfiles > MAX_FILES_WRITTEN)
+		return fail(b->f, "files", "more than %d files", MAX_FILES_WRITTEN);
+	int dir = mkdir_all_in_root(b->root, "/run/egress");
+	if (dir < 0)
+		return fail_errno(b->f, "create /run/egress", NULL);
+	for (size_t i = 0; i < c->nfiles; i++) {
+		const struct file_spec *fs = &c->files[i];
+		char step[PATH_MAX + 16], name[32];
+		message(step, sizeof(step), "write %s", fs->destination);
+		if (fs->destination[0] != '/' || fs->data.len > MAX_FILE_BYTES) {
+			close(dir);
+			return fail(b->f, step, "not an absolute path, or more than %d bytes", MAX_FILE_BYTES);
+		}
+		if (format(name, sizeof(name), "file-%zu", i) != 0) {
+			close(dir);
+			return fail_errno(b->f, step, NULL);
+		}
+		int fd = openat(dir, name, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0444);
+		if (fd < 0) {
+			close(dir);
+			return fail_errno(b->f, step, NULL);
+		}
+		size_t done = 0;
+		while (done < fs->data.len) {
+			ssize_t n = write(fd, fs->data.data + done, fs->data.len - done);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0) {
+				int saved = n < 0 ? errno : EIO;
+				close(fd);
+				close(dir);
+				errno = saved;
+				return fail_errno(b->f, step, NULL);
+			}
+			done += (size_t)n;
+		}
+		close(fd);
+		int src = openat(dir, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (src < 0) {
+			close(dir);
+			return fail_errno(b->f, step, NULL);
+		}
+		int target = root_file(b, fs->destination);
+		if (target < 0) {
+			close(src);
+			close(dir);
+			return fail_errno(b->f, step, "create mountpoint");
+		}
+		int err = attach_step(b, step, src, "", target, ATTR_RO, false);
+		close(target);
+		close(src);
+		if (err != 0) {
+			close(dir);
+			return -1;
+		}
+	}
+	close(dir);
+	return 0;
+}
+
 /* masks hides host secrets and kernel interfaces. */
 static int masks(struct builder *b)
 {
@@ -1386,6 +1471,8 @@ static int build_root(const struct config *c, struct failure *f)
 	for (size_t i = 0; i < c->nmounts; i++)
 		if (bind_mount(&b, sources[i], &c->mounts[i]) != 0)
 			return -1;
+	if (supervisor_files(&b) != 0)
+		return -1;
 
 	/* 4. Masks, last. */
 	if (masks(&b) != 0)
@@ -1494,6 +1581,40 @@ static int loopback_up(struct failure *f)
 	close(fd);
 	errno = saved;
 	return err != 0 ? fail_errno(f, "network", "loopback: set up") : 0;
+}
+
+/* MAX_LISTENERS bounds the sockets the supervisor asks for: all go in
+ * one report. */
+enum { MAX_LISTENERS = MAX_REPORT_FILES };
+
+/* open_listeners opens the supervisor's sockets (config.Init.Listen) in the
+ * sandbox's network namespace, as sandbox root, which may bind ports below
+ * 1024 there: each close-on-exec, and handed out with the ready report,
+ * after which the init closes its copies. No SO_REUSEPORT: a process of the
+ * sandbox can neither share nor take their addresses. */
+static int open_listeners(const struct config *c, int *fds, struct failure *f)
+{
+	if (c->nlisten > MAX_LISTENERS)
+		return fail(f, "network", "more than %d listeners", MAX_LISTENERS);
+	for (size_t i = 0; i < c->nlisten; i++) {
+		const struct listener *l = &c->listen[i];
+		char step[96];
+		message(step, sizeof(step), "listen on %.40s:%d", l->address, l->port);
+		struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)l->port)};
+		if (inet_pton(AF_INET, l->address, &sa.sin_addr) != 1)
+			return fail(f, step, "not an IPv4 address");
+		int fd = socket(AF_INET, (l->stream ? SOCK_STREAM : SOCK_DGRAM) | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return fail_errno(f, step, "socket");
+		if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || (l->stream && listen(fd, 1024) != 0)) {
+			int saved = errno;
+			close(fd);
+			errno = saved;
+			return fail_errno(f, step, NULL);
+		}
+		fds[i] = fd;
+	}
+	return 0;
 }
 
 /* set_rlimits applies the fallback limits. RLIMIT_NPROC is counted per
@@ -2040,6 +2161,9 @@ static pid_t setup(const struct config *c, int sock, int64_t running, struct fai
 		return fail_errno(f, "set host name", NULL);
 	if (loopback_up(f) != 0 || set_rlimits(c, f) != 0)
 		return -1;
+	int listeners[MAX_LISTENERS];
+	if (open_listeners(c, listeners, f) != 0)
+		return -1;
 	/* Nothing of the sandbox has run yet: the init enters its cgroup
 	 * now, and the command is forked inside it. */
 	if (c->enter_cgroup && enter_cgroup(sock, f) != 0)
@@ -2074,7 +2198,10 @@ static pid_t setup(const struct config *c, int sock, int64_t running, struct fai
 	if (c->persistent && prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0) != 0)
 		return fail_errno(f, "init", "parent-death signal");
 	struct report ready = {.kind = "ready", .running = running, .built = built};
-	if (send_report(sock, &ready, NULL, 0) != 0)
+	int sent = send_report(sock, &ready, listeners, (int)c->nlisten);
+	for (size_t i = 0; i < c->nlisten; i++)
+		close(listeners[i]);
+	if (sent != 0)
 		return fail_errno(f, "report ready", NULL);
 	/* A persistent sandbox serves its commands from here (serve). */
 	if (c->persistent)

@@ -309,6 +309,19 @@ struct filter {
 	struct wire_bytes guard;
 };
 
+/* config.Listener */
+struct listener {
+	bool stream;
+	char *address;
+	int port;
+};
+
+/* config.File */
+struct file_spec {
+	char *destination;
+	struct wire_bytes data;
+};
+
 /* config.Init */
 struct config {
 	struct rootfs rootfs;
@@ -328,6 +341,10 @@ struct config {
 	bool persistent;
 	int64_t ttl;
 	int64_t idle_timeout;
+	struct listener *listen; /* nlisten elements, then a zero one */
+	size_t nlisten;
+	struct file_spec *files; /* nfiles elements, then a zero one */
+	size_t nfiles;
 };
 
 /* control.IDMap */
@@ -410,6 +427,12 @@ static void wire_free_limits(struct limits *v);
 static void wire_get_filter(struct wire_reader *r, struct filter *v);
 static void wire_put_filter(struct wire_writer *w, const struct filter *v);
 static void wire_free_filter(struct filter *v);
+static void wire_get_listener(struct wire_reader *r, struct listener *v);
+static void wire_put_listener(struct wire_writer *w, const struct listener *v);
+static void wire_free_listener(struct listener *v);
+static void wire_get_file_spec(struct wire_reader *r, struct file_spec *v);
+static void wire_put_file_spec(struct wire_writer *w, const struct file_spec *v);
+static void wire_free_file_spec(struct file_spec *v);
 static void wire_get_config(struct wire_reader *r, struct config *v);
 static void wire_put_config(struct wire_writer *w, const struct config *v);
 static void wire_free_config(struct config *v);
@@ -616,6 +639,45 @@ static void wire_free_filter(struct filter *v)
 	free(v->guard.data);
 }
 
+static void wire_get_listener(struct wire_reader *r, struct listener *v)
+{
+	v->stream = wire_read_bool(r);
+	v->address = wire_read_string(r);
+	v->port = (int)wire_read_int_in(r, 1LL, 65535LL);
+}
+
+static void wire_put_listener(struct wire_writer *w, const struct listener *v)
+{
+	wire_put_bool(w, v->stream);
+	wire_put_string(w, v->address);
+	wire_put_int(w, v->port);
+}
+
+static void wire_free_listener(struct listener *v)
+{
+	(void)v;
+	free(v->address);
+}
+
+static void wire_get_file_spec(struct wire_reader *r, struct file_spec *v)
+{
+	v->destination = wire_read_string(r);
+	wire_read_bytes(r, &v->data);
+}
+
+static void wire_put_file_spec(struct wire_writer *w, const struct file_spec *v)
+{
+	wire_put_string(w, v->destination);
+	wire_put_bytes(w, &v->data);
+}
+
+static void wire_free_file_spec(struct file_spec *v)
+{
+	(void)v;
+	free(v->destination);
+	free(v->data.data);
+}
+
 static void wire_get_config(struct wire_reader *r, struct config *v)
 {
 	wire_get_rootfs(r, &v->rootfs);
@@ -644,6 +706,16 @@ static void wire_get_config(struct wire_reader *r, struct config *v)
 	v->persistent = wire_read_bool(r);
 	v->ttl = (int64_t)wire_read_int_in(r, 0LL, INT64_MAX);
 	v->idle_timeout = (int64_t)wire_read_int_in(r, 0LL, INT64_MAX);
+	v->nlisten = wire_read_count(r, 3);
+	v->listen = wire_alloc(v->nlisten + 1, sizeof(*v->listen));
+	for (size_t i = 0; i < v->nlisten; i++) {
+		wire_get_listener(r, &v->listen[i]);
+	}
+	v->nfiles = wire_read_count(r, 2);
+	v->files = wire_alloc(v->nfiles + 1, sizeof(*v->files));
+	for (size_t i = 0; i < v->nfiles; i++) {
+		wire_get_file_spec(r, &v->files[i]);
+	}
 }
 
 static void wire_put_config(struct wire_writer *w, const struct config *v)
@@ -671,6 +743,14 @@ static void wire_put_config(struct wire_writer *w, const struct config *v)
 	wire_put_bool(w, v->persistent);
 	wire_put_int(w, v->ttl);
 	wire_put_int(w, v->idle_timeout);
+	wire_put_uint(w, v->nlisten);
+	for (size_t i = 0; i < v->nlisten; i++) {
+		wire_put_listener(w, &v->listen[i]);
+	}
+	wire_put_uint(w, v->nfiles);
+	for (size_t i = 0; i < v->nfiles; i++) {
+		wire_put_file_spec(w, &v->files[i]);
+	}
 }
 
 static void wire_free_config(struct config *v)
@@ -693,6 +773,14 @@ static void wire_free_config(struct config *v)
 	}
 	free(v->read_only_paths);
 	wire_free_filter(&v->seccomp);
+	for (size_t i = 0; v->listen != NULL && i < v->nlisten; i++) {
+		wire_free_listener(&v->listen[i]);
+	}
+	free(v->listen);
+	for (size_t i = 0; v->files != NULL && i < v->nfiles; i++) {
+		wire_free_file_spec(&v->files[i]);
+	}
+	free(v->files);
 }
 
 static void wire_get_id_map(struct wire_reader *r, struct id_map *v)
@@ -960,6 +1048,8 @@ static void wire_print_mount_spec(FILE *out, const char *path, const struct moun
 static void wire_print_process(FILE *out, const char *path, const struct process *v);
 static void wire_print_limits(FILE *out, const char *path, const struct limits *v);
 static void wire_print_filter(FILE *out, const char *path, const struct filter *v);
+static void wire_print_listener(FILE *out, const char *path, const struct listener *v);
+static void wire_print_file_spec(FILE *out, const char *path, const struct file_spec *v);
 static void wire_print_config(FILE *out, const char *path, const struct config *v);
 static void wire_print_id_map(FILE *out, const char *path, const struct id_map *v);
 static void wire_print_spawn_request(FILE *out, const char *path, const struct spawn_request *v);
@@ -1090,6 +1180,29 @@ static void wire_print_filter(FILE *out, const char *path, const struct filter *
 		fprintf(out, "%s=nil\n", key);
 }
 
+static void wire_print_listener(FILE *out, const char *path, const struct listener *v)
+{
+	char key[WIRE_KEY_MAX];
+	wire_key(key, sizeof(key), path, ".Stream", -1);
+	fprintf(out, "%s=%d\n", key, v->stream ? 1 : 0);
+	wire_key(key, sizeof(key), path, ".Address", -1);
+	wire_print_hex(out, key, "s:", (const unsigned char *)v->address, strlen(v->address));
+	wire_key(key, sizeof(key), path, ".Port", -1);
+	fprintf(out, "%s=%lld\n", key, (long long)v->port);
+}
+
+static void wire_print_file_spec(FILE *out, const char *path, const struct file_spec *v)
+{
+	char key[WIRE_KEY_MAX];
+	wire_key(key, sizeof(key), path, ".Destination", -1);
+	wire_print_hex(out, key, "s:", (const unsigned char *)v->destination, strlen(v->destination));
+	wire_key(key, sizeof(key), path, ".Data", -1);
+	if (v->data.present)
+		wire_print_hex(out, key, "b:", v->data.data, v->data.len);
+	else
+		fprintf(out, "%s=nil\n", key);
+}
+
 static void wire_print_config(FILE *out, const char *path, const struct config *v)
 {
 	char key[WIRE_KEY_MAX];
@@ -1133,6 +1246,18 @@ static void wire_print_config(FILE *out, const char *path, const struct config *
 	fprintf(out, "%s=%lld\n", key, (long long)v->ttl);
 	wire_key(key, sizeof(key), path, ".IdleTimeout", -1);
 	fprintf(out, "%s=%lld\n", key, (long long)v->idle_timeout);
+	wire_key(key, sizeof(key), path, ".Listen", -1);
+	fprintf(out, "%s.len=%zu\n", key, v->nlisten);
+	for (size_t i = 0; i < v->nlisten; i++) {
+		wire_key(key, sizeof(key), path, ".Listen", (long long)i);
+		wire_print_listener(out, key, &v->listen[i]);
+	}
+	wire_key(key, sizeof(key), path, ".Files", -1);
+	fprintf(out, "%s.len=%zu\n", key, v->nfiles);
+	for (size_t i = 0; i < v->nfiles; i++) {
+		wire_key(key, sizeof(key), path, ".Files", (long long)i);
+		wire_print_file_spec(out, key, &v->files[i]);
+	}
 }
 
 static void wire_print_id_map(FILE *out, const char *path, const struct id_map *v)

@@ -1,0 +1,229 @@
+// Command gateway is the egress gateway of one sandbox (--net allow=,
+// docs/egress.md), a program of jail (see package programs): jail starts
+// it per sandbox with its end of a socket pair as descriptor 3 and talks
+// to it over package protocol. It is embedded in jail at build time and
+// never installed on its own.
+//
+// It parses the rules (the jail command cannot: the public-suffix list
+// links net/http), answers with the per-sandbox trust anchor and the
+// secrets' placeholders when secrets are bound to hosts, then serves the
+// listeners the sandbox's init opened inside its network namespace: the
+// HTTP and SOCKS proxies, the resolver, and the captured ports 80 and 443.
+// It is the sandbox's one way out, and holds nothing of the sandbox's but
+// those sockets.
+//
+// It ends when its socket to jail hangs up (a jail run's whole life), or,
+// Detached (a persistent sandbox, whose holder becomes its monitor), when
+// the sandbox's init ends (its pidfd).
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/jail-sandbox/jail/internal/audit"
+	"github.com/jail-sandbox/jail/internal/egress/dns"
+	"github.com/jail-sandbox/jail/internal/egress/protocol"
+	"github.com/jail-sandbox/jail/internal/egress/rules"
+	"github.com/jail-sandbox/jail/internal/procname"
+)
+
+// sock is the descriptor of the socket to jail.
+const sock = 3
+
+func main() {
+	procname.Set("jail-gateway")
+	// A terminal's ^C is for the sandbox's command; jail ends the gateway.
+	signal.Ignore(syscall.SIGINT, syscall.SIGQUIT, syscall.SIGHUP, syscall.SIGPIPE)
+	if err := run(); err != nil {
+		fmt.Fprintf(os.Stderr, "jail: egress gateway: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var cfg protocol.Config
+	if _, err := protocol.Recv(sock, &cfg, protocol.MaxMessage, 0); err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	g, refusal := newGateway(&cfg)
+	if refusal != "" {
+		return protocol.Send(sock, protocol.Hello{Error: refusal})
+	}
+	defer g.close()
+	if err := protocol.Send(sock, g.hello); err != nil {
+		return fmt.Errorf("hello: %w", err)
+	}
+	var start protocol.Start
+	files, err := protocol.Recv(sock, &start, 4096, len(protocol.Listeners)+1)
+	if errors.Is(err, protocol.ErrClosed) {
+		return nil // jail went away before the sandbox was ready
+	}
+	if err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	want := len(protocol.Listeners)
+	if cfg.Detached {
+		want++
+	}
+	if len(files) != want || start.Listeners != len(protocol.Listeners) {
+		for _, f := range files {
+			f.Close()
+		}
+		return fmt.Errorf("start: %d descriptors, want %d", len(files), want)
+	}
+	if err := g.serve(files[:len(protocol.Listeners)]); err != nil {
+		return err
+	}
+	if cfg.Detached {
+		return waitEnd(files[len(files)-1])
+	}
+	// The socket hangs up when jail is done with the sandbox.
+	var nothing struct{}
+	_, _ = protocol.Recv(sock, &nothing, 4096, 0)
+	return nil
+}
+
+// waitEnd waits until the init that pidfd names has ended.
+func waitEnd(pidfd *os.File) error {
+	fds := []unix.PollFd{{Fd: int32(pidfd.Fd()), Events: unix.POLLIN}}
+	for {
+		_, err := unix.Poll(fds, -1)
+		if err == nil {
+			return nil
+		}
+		if err != unix.EINTR {
+			return fmt.Errorf("wait for the sandbox: %w", err)
+		}
+	}
+}
+
+// gateway is everything that serves one sandbox.
+type gateway struct {
+	cfg   *protocol.Config
+	rules *rules.Rules
+	hello protocol.Hello
+	audit *audit.Log
+
+	dns *dns.Server
+	// proxies serves the HTTP and SOCKS proxies and the captured ports.
+	proxies interface{ Close() error }
+
+	eventMu sync.Mutex      // serialises denial events on the socket
+	told    map[string]bool // the denials told, by HOST:PORT
+}
+
+// maxTold bounds the denials told to jail.
+const maxTold = 1024
+
+// newGateway checks cfg: a refusal is a "jail: ..." line for the user.
+func newGateway(cfg *protocol.Config) (*gateway, string) {
+	rs, err := rules.Parse(cfg.Rules)
+	if err != nil {
+		return nil, fmt.Sprintf("jail: --net allow=: %v", err)
+	}
+	g := &gateway{cfg: cfg, rules: rs}
+	if cfg.Audit != "" {
+		// Every attempt is on record, or none is made.
+		if g.audit, err = audit.Open(cfg.Audit); err != nil {
+			return nil, fmt.Sprintf("jail: --net: the audit log, which records every connection: %v", err)
+		}
+	}
+	if refusal := g.bindSecrets(); refusal != "" {
+		g.close()
+		return nil, refusal
+	}
+	return g, ""
+}
+
+// serve starts serving the listeners, in protocol.Listeners' order.
+func (g *gateway) serve(files []*os.File) error {
+	listeners := make(map[string]net.Listener)
+	var udp net.PacketConn
+	for i, f := range files {
+		l := protocol.Listeners[i]
+		var err error
+		if l.Stream {
+			listeners[l.Name], err = net.FileListener(f)
+		} else {
+			udp, err = net.FilePacketConn(f)
+		}
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("listener %s: %w", l.Name, err)
+		}
+	}
+	var err error
+	g.dns, err = dns.New(dns.Config{Rules: g.rules, OnQuery: g.recordQuery})
+	if err != nil {
+		return err
+	}
+	go func() { _ = g.dns.Serve(udp) }()
+	go func() { _ = g.dns.ServeTCP(listeners["dns-tcp"]) }()
+	g.proxies, err = g.startProxies(listeners)
+	return err
+}
+
+func (g *gateway) close() {
+	if g.proxies != nil {
+		_ = g.proxies.Close()
+	}
+	if g.dns != nil {
+		_ = g.dns.Close()
+	}
+	if g.audit != nil {
+		_ = g.audit.Close()
+	}
+}
+
+// record writes one line of the audit log.
+func (g *gateway) record(event string, d *audit.NetDetail) {
+	if g.audit == nil {
+		return
+	}
+	_ = g.audit.Write(audit.Event{Event: event, Sandbox: g.cfg.Sandbox, Labels: g.cfg.Labels, UID: g.cfg.UID, Net: d})
+}
+
+// denied tells jail of a denial, for the command's stderr, unless jail is
+// not reading: a full socket drops the event rather than stall the
+// gateway.
+func (g *gateway) denied(host string, port int, reason string) {
+	if !g.cfg.Events {
+		return
+	}
+	g.eventMu.Lock()
+	defer g.eventMu.Unlock()
+	// Once per host and port: a resolver asks several times for a name.
+	key := fmt.Sprintf("%s:%d", host, port)
+	if g.told[key] || len(g.told) >= maxTold {
+		return
+	}
+	if g.told == nil {
+		g.told = make(map[string]bool)
+	}
+	g.told[key] = true
+	_ = protocol.SendNoWait(sock, protocol.Event{Host: host, Port: port, Reason: reason})
+}
+
+// recordQuery records one DNS query.
+func (g *gateway) recordQuery(q dns.Query) {
+	d := &audit.NetDetail{Via: "dns", Host: q.Name, QueryType: q.Type, RCode: q.RCode,
+		Verdict: string(q.Verdict), Rule: q.Rule, Why: q.Reason}
+	if q.Client.IsValid() {
+		d.Client = q.Client.String()
+	}
+	if q.Address.IsValid() {
+		d.Address = q.Address.String()
+	}
+	g.record(audit.DNS, d)
+	if q.Verdict == dns.Denied && q.Name != "" {
+		g.denied(q.Name, 0, q.Reason)
+	}
+}
