@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/jail-sandbox/jail/internal/egress/launch"
 	"github.com/jail-sandbox/jail/internal/programs"
 	"github.com/jail-sandbox/jail/internal/sandboxdir"
 	"github.com/jail-sandbox/jail/internal/supervisor"
@@ -139,6 +140,18 @@ func boot(report *os.File, sb *sandboxdir.Sandbox, name string, lock, dir, paren
 	// A persistent sandbox runs no command of its own; resolve wants
 	// one, and the image's would be taken otherwise.
 	spec.Command = []string{"true"}
+	// Its egress gateway starts beside it, and outlives this process as
+	// the monitor's child; it ends with the init.
+	var gw *launch.Gateway
+	if rules, ok := egressRules(spec.Net); ok {
+		if err := validate(&spec); err != nil {
+			return err
+		}
+		if gw, err = startGateway(&spec, rules, name, true); err != nil {
+			return err
+		}
+		defer gw.Close()
+	}
 	p, err := prepare(&spec)
 	if err != nil {
 		return err
@@ -175,6 +188,18 @@ func boot(report *os.File, sb *sandboxdir.Sandbox, name string, lock, dir, paren
 	h, err := ps.Handover()
 	if err != nil {
 		return fail(&SetupError{Step: "create", Err: err})
+	}
+	if gw != nil {
+		// Before the monitor runs, no client reaches the init: the
+		// gateway has its sockets before any command can use them.
+		listeners := ps.TakeListeners()
+		err := gw.Start(listeners, h.InitPidfd, nil)
+		for _, f := range listeners {
+			f.Close()
+		}
+		if err != nil {
+			return fail(gatewayError(err))
+		}
 	}
 	if b, err := json.Marshal(h.CgroupPaths); err != nil {
 		return fail(err)

@@ -408,7 +408,7 @@ func (m *Manager) boot(ctx context.Context, sb *sandboxdir.Sandbox, stored store
 	cmd := &exec.Cmd{
 		Path:       "/proc/self/exe",
 		Args:       []string{holderArg, name},
-		Env:        holderEnv(os.Environ()),
+		Env:        append(holderEnv(os.Environ()), "JAIL_AUDIT_LOG="+m.auditPath()),
 		ExtraFiles: []*os.File{sb.Dir(), m.store.Dir(), w},
 		// Its own session: a terminal's ^C to the creator must not reach
 		// the sandbox, which outlives it.
@@ -463,15 +463,30 @@ func (m *Manager) boot(ctx context.Context, sb *sandboxdir.Sandbox, stored store
 	}
 }
 
+// auditPath is the manager's audit log, as its holders' gateways are
+// told: "-" for none.
+func (m *Manager) auditPath() string {
+	path := m.opts.AuditLog
+	if path == "" {
+		path = audit.DefaultPath(os.Geteuid(), os.Getenv)
+	}
+	if path == "" {
+		return "-"
+	}
+	return path
+}
+
 // holderEnv is the environment a holder gets: what resolving a spec reads
-// (where the image store, profiles and caches are), never a secret.
+// (where the image store, profiles and caches are) and what the egress
+// gateway's resolver and trust in servers read, never a secret.
 func holderEnv(env []string) []string {
-	keep := map[string]bool{"HOME": true, "USER": true, "LOGNAME": true, "PATH": true, "TERM": true, "TMPDIR": true}
+	keep := map[string]bool{"HOME": true, "USER": true, "LOGNAME": true, "PATH": true, "TERM": true, "TMPDIR": true,
+		"SSL_CERT_FILE": true, "SSL_CERT_DIR": true, "RES_OPTIONS": true, "LOCALDOMAIN": true}
 	var out []string
 	for _, e := range env {
 		k, _, _ := strings.Cut(e, "=")
 		switch {
-		case strings.HasPrefix(k, "JAIL_SECRET_"):
+		case strings.HasPrefix(k, "JAIL_SECRET_"), k == "JAIL_AUDIT_LOG":
 		case keep[k], strings.HasPrefix(k, "XDG_"), strings.HasPrefix(k, "JAIL_"):
 			out = append(out, e)
 		}

@@ -137,6 +137,15 @@ func (ps *Persistent) Close() {
 	})
 }
 
+// TakeListeners returns the sockets the init opened for the egress
+// gateway (Plan.Config.Listen), which the caller then owns; nil after the
+// first call.
+func (ps *Persistent) TakeListeners() []*os.File {
+	ls := ps.s.listeners
+	ps.s.listeners = nil
+	return ls
+}
+
 // Handover is what a persistent sandbox's monitor takes over from the
 // process that booted it (docs/persistent.md): the init's first
 // connection, a pidfd of the init, and the write end of its cgroup
