@@ -1,0 +1,188 @@
+package test
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestEgressRefusesBadNetSpecs: a --net value or rule the gateway would
+// refuse is one jail: line naming it, exit 125, and nothing runs.
+func TestEgressRefusesBadNetSpecs(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		n := newEgressNet(t, m, nil)
+		for _, c := range []struct {
+			net, says string
+		}{
+			{"bogus", `jail: --net: "bogus": want none or allow=RULE[,RULE...]`},
+			{"allow=*.com", `jail: --net allow=: rule "*.com": a wildcard over the public suffix "com"`},
+			{"allow=*", `rule "*": * alone would match every host`},
+			{"allow=https://example.com", "a URL"},
+			{"allow=example.com/x", "a path"},
+			{"allow=example.com\nx", "line break"},
+		} {
+			r := n.jail(m, "run", "--net", c.net, "--", "sh", "-c", "echo ran")
+			if r.code != 125 || r.stdout != "" || !strings.Contains(r.stderr, c.says) || strings.Count(r.stderr, "\n") != 1 {
+				t.Errorf("--net %q: exit %d\nstdout: %q\nstderr: %q\nwant 125 and a line with %q", c.net, r.code, r.stdout, r.stderr, c.says)
+			}
+		}
+		if recs := n.records(); len(recs) != 0 {
+			t.Errorf("refused runs left audit lines: %+v", recs)
+		}
+	})
+}
+
+// TestEgressDNSAnswersOnlyAllowedNames: the sandbox's resolv.conf points at
+// the gateway's resolver, which gives allowed names loopback addresses of
+// its own range and NXDOMAIN to the rest, and every query is in the audit
+// log with its verdict and rule.
+func TestEgressDNSAnswersOnlyAllowedNames(t *testing.T) {
+	if _, err := exec.LookPath("dig"); err != nil {
+		t.Skip("needs dig (bind9-dnsutils)")
+	}
+	forEachMode(t, func(t *testing.T, m mode) {
+		n := newEgressNet(t, m, nil)
+		r := n.jail(m, "run", "--net", "allow=allowed.test,**.wild.test", "--", "sh", "-c",
+			"cat /etc/resolv.conf; dig +short allowed.test; dig +short a.b.wild.test; dig +short allowed.test; dig denied.test | grep -o 'status: [A-Z]*'; dig +short AAAA allowed.test | wc -l")
+		if r.code != 0 {
+			t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if len(lines) < 5 || !strings.Contains(r.stdout, "nameserver 127.0.0.53") {
+			t.Fatalf("output:\n%s", r.stdout)
+		}
+		tail := lines[len(lines)-5:]
+		first, second, again := tail[0], tail[1], tail[2]
+		if !strings.HasPrefix(first, "127.100.") || !strings.HasPrefix(second, "127.100.") || first == second || again != first {
+			t.Errorf("answers %q %q %q: want two distinct 127.100.x.y, the first again for the same name", first, second, again)
+		}
+		if tail[3] != "status: NXDOMAIN" || tail[4] != "0" {
+			t.Errorf("denied name: %q, AAAA answers %q: want NXDOMAIN and none", tail[3], tail[4])
+		}
+		var allowed, denied bool
+		for _, rec := range n.records() {
+			switch {
+			case rec.Event == "dns" && rec.Host == "allowed.test" && rec.QType == "A" && rec.Verdict == "allowed" && rec.Rule == "allowed.test" && rec.Address == first:
+				allowed = true
+			case rec.Event == "dns" && rec.Host == "denied.test" && rec.Verdict == "denied" && rec.RCode == "NXDOMAIN" && rec.Why == "no rule":
+				denied = true
+			}
+		}
+		if !allowed || !denied {
+			t.Errorf("audit log lacks the allowed or the denied query: %+v", n.records())
+		}
+	})
+}
+
+// TestEgressDenialsOnStderrWithJSON: with --json the command's stderr gets
+// one "jail: net: denied" line per denied destination.
+func TestEgressDenialsOnStderrWithJSON(t *testing.T) {
+	if _, err := exec.LookPath("dig"); err != nil {
+		t.Skip("needs dig (bind9-dnsutils)")
+	}
+	forEachMode(t, func(t *testing.T, m mode) {
+		n := newEgressNet(t, m, nil)
+		r := n.jail(m, "run", "--json", "--net", "allow=allowed.test", "--", "sh", "-c", "dig +short denied.test; dig +short denied.test; dig +short allowed.test")
+		if r.code != 0 {
+			t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		if strings.Count(r.stderr, "jail: net: denied denied.test (no rule)\n") != 1 || strings.Contains(r.stderr, "allowed.test") {
+			t.Errorf("stderr: %q: want one denial line for denied.test", r.stderr)
+		}
+		// Without --json and with stderr not a terminal, the command's
+		// stderr is its own.
+		r = n.jail(m, "run", "--net", "allow=allowed.test", "--", "sh", "-c", "dig +short denied.test")
+		if r.code != 0 || strings.Contains(r.stderr, "jail: net:") {
+			t.Errorf("without --json: exit %d, stderr %q", r.code, r.stderr)
+		}
+	})
+}
+
+// TestEgressPersistentSandboxKeepsItsGateway: a sandbox made with --net
+// allow= answers its execs' queries long after jail create exited, and
+// its gateway goes with it.
+func TestEgressPersistentSandboxKeepsItsGateway(t *testing.T) {
+	if _, err := exec.LookPath("dig"); err != nil {
+		t.Skip("needs dig (bind9-dnsutils)")
+	}
+	forEachMode(t, func(t *testing.T, m mode) {
+		n := newEgressNet(t, m, nil)
+		state := sharedTempDir(t, ownerOf(m))
+		with := func(args ...string) result {
+			cmd := n.command(m, args...)
+			cmd.Env = append(cmd.Env, "JAIL_STATE_DIR="+state)
+			return runCmd(t, cmd)
+		}
+		if r := with("create", "--net", "allow=allowed.test", "--label", "team=a", "egress1"); r.code != 0 {
+			t.Fatalf("create: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		defer with("rm", "-f", "egress1")
+		for i := 0; i < 2; i++ {
+			r := with("exec", "egress1", "--", "sh", "-c", "dig +short allowed.test; dig denied.test | grep -o 'status: [A-Z]*'")
+			if r.code != 0 || !strings.HasPrefix(r.stdout, "127.100.") || !strings.Contains(r.stdout, "status: NXDOMAIN") {
+				t.Fatalf("exec %d: exit %d\n%s%s", i, r.code, r.stdout, r.stderr)
+			}
+		}
+		found := false
+		for _, rec := range n.records() {
+			if rec.Event == "dns" && rec.Sandbox == "egress1" && rec.Host == "denied.test" && rec.Verdict == "denied" {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no audit line for the sandbox's denied query: %+v", n.records())
+		}
+		if r := with("create", "--net", "allow=*.com", "egress2"); r.code != 125 || !strings.Contains(r.stderr, `rule "*.com"`) {
+			t.Errorf("create with a bad rule: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		if r := with("rm", "-f", "egress1"); r.code != 0 {
+			t.Fatalf("rm: exit %d\n%s", r.code, r.stderr)
+		}
+	})
+}
+
+// TestEgressGatewayGoesWithAKilledJail: jail SIGKILLed while its command
+// runs leaves no gateway behind (checkNoLeaks sees every jail: process).
+func TestEgressGatewayGoesWithAKilledJail(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		n := newEgressNet(t, m, nil)
+		cmd := n.command(m, "run", "--net", "allow=allowed.test", "--", "sh", "-c", "echo up; sleep 60")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 3)
+		if _, err := out.Read(buf); err != nil || string(buf) != "up\n" {
+			t.Fatalf("read %q: %v", buf, err)
+		}
+		if !gatewayRunning() {
+			t.Errorf("no jail:gateway process while the command runs")
+		}
+		// The whole group: ip, sh, setpriv and jail are one chain.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		deadline := time.Now().Add(5 * time.Second)
+		for gatewayRunning() && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+}
+
+// gatewayRunning says whether any jail:gateway process runs.
+func gatewayRunning() bool {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && strings.HasPrefix(string(b), "jail:gateway") {
+			return true
+		}
+	}
+	return false
+}
