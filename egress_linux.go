@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strings"
 
 	"github.com/jail-sandbox/jail/internal/audit"
 	"github.com/jail-sandbox/jail/internal/config"
 	"github.com/jail-sandbox/jail/internal/egress/launch"
 	"github.com/jail-sandbox/jail/internal/egress/protocol"
+	"github.com/jail-sandbox/jail/internal/secrets"
 )
 
 // proxyURL and socksURL are the gateway's proxies as the sandbox reaches
@@ -55,11 +57,12 @@ func auditPath() string {
 }
 
 // startGateway starts spec's gateway (--net allow=RULES) for a sandbox
-// named name ("" for a run's).
-func startGateway(spec *Spec, rules, name string, detached bool) (*launch.Gateway, error) {
+// named name ("" for a run's), with the secrets bound to hosts.
+func startGateway(spec *Spec, rules, name string, detached bool, bound []protocol.Secret) (*launch.Gateway, error) {
 	cfg := protocol.Config{
 		Rules: rules, Sandbox: name, Labels: spec.Labels, UID: os.Geteuid(),
 		Audit: auditPath(), Detached: detached, Events: spec.NetDenials != nil && !detached,
+		Secrets: bound,
 	}
 	gw, err := launch.Start(cfg, os.Stderr)
 	if err != nil {
@@ -100,4 +103,71 @@ func serveGateway(gw *launch.Gateway, listeners []*os.File, w io.Writer) error {
 		return gatewayError(err)
 	}
 	return nil
+}
+
+// readSecrets reads the values of --secret's names: env has the plain
+// ones' NAME=VALUE, bound those bound to hosts, for the gateway; values
+// has them all, for redaction.
+func readSecrets(list []string, override func(string) string) (values secrets.Values, env []string, bound []protocol.Secret, err error) {
+	names := make([]string, len(list))
+	for i, s := range list {
+		names[i], _ = splitSecret(s)
+	}
+	if values, err = secretValues(names, override); err != nil {
+		return secrets.Values{}, nil, nil, err
+	}
+	for _, s := range list {
+		name, hosts := splitSecret(s)
+		value, _ := values.Value(name)
+		if hosts == nil {
+			env = append(env, name+"="+value)
+		} else {
+			bound = append(bound, protocol.Secret{Name: name, Value: value, Hosts: hosts})
+		}
+	}
+	return values, env, bound, nil
+}
+
+// trustStore is where the sandbox's programs find the authorities they
+// trust (Debian's and Alpine's bundle; what OpenSSL, curl, git, Python
+// and Go read first), and trustEnv points the rest at it.
+const trustStore = "/etc/ssl/certs/ca-certificates.crt"
+
+var trustEnv = []string{
+	"SSL_CERT_FILE=" + trustStore, "REQUESTS_CA_BUNDLE=" + trustStore, "CURL_CA_BUNDLE=" + trustStore,
+	"NODE_EXTRA_CA_CERTS=" + trustStore, "PIP_CERT=" + trustStore, "GIT_SSL_CAINFO=" + trustStore,
+}
+
+// applyHello gives the sandbox what the gateway answered: its authority,
+// added to the sandbox's trust store, and each bound secret's placeholder
+// as the secret's variable.
+func applyHello(c *config.Init, hello protocol.Hello) {
+	if hello.CA != "" {
+		c.Files = append(c.Files, config.File{Destination: trustStore, Data: []byte(hello.CA), Append: true})
+		c.Process.Env = setEnv(c.Process.Env, trustEnv)
+	}
+	var placeholders []string
+	for name, ph := range hello.Placeholders {
+		placeholders = append(placeholders, name+"="+ph)
+	}
+	sort.Strings(placeholders)
+	c.Process.Env = setEnv(c.Process.Env, placeholders)
+}
+
+// setEnv sets each K=V of add in env, replacing an entry of the same key.
+func setEnv(env, add []string) []string {
+	out := append([]string(nil), env...)
+	for _, e := range add {
+		k, _, _ := strings.Cut(e, "=")
+		replaced := false
+		for i, o := range out {
+			if strings.HasPrefix(o, k+"=") {
+				out[i], replaced = e, true
+			}
+		}
+		if !replaced {
+			out = append(out, e)
+		}
+	}
+	return out
 }

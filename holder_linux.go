@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/jail-sandbox/jail/internal/egress/launch"
+	"github.com/jail-sandbox/jail/internal/egress/protocol"
 	"github.com/jail-sandbox/jail/internal/programs"
 	"github.com/jail-sandbox/jail/internal/sandboxdir"
 	"github.com/jail-sandbox/jail/internal/supervisor"
@@ -111,7 +113,8 @@ func hold(report *os.File) (held bool, err error) {
 		return false, fmt.Errorf("the holder's descriptors: %w", err)
 	}
 	dir, parent := os.NewFile(3, "sandbox-dir"), os.NewFile(4, "sandboxes-dir")
-	for _, f := range []*os.File{dir, parent, report} {
+	boundSecrets := os.NewFile(6, "bound-secrets")
+	for _, f := range []*os.File{dir, parent, report, boundSecrets} {
 		if _, err := unix.FcntlInt(f.Fd(), unix.F_GETFD, 0); err != nil {
 			return false, errors.New("the holder is started by jail only")
 		}
@@ -122,12 +125,12 @@ func hold(report *os.File) (held bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	return true, boot(report, sb, name, lock, dir, parent)
+	return true, boot(report, sb, name, lock, dir, parent, boundSecrets)
 }
 
 // boot builds the sandbox whose lock the holder holds and execs its
 // monitor; it returns only on failure.
-func boot(report *os.File, sb *sandboxdir.Sandbox, name string, lock, dir, parent *os.File) error {
+func boot(report *os.File, sb *sandboxdir.Sandbox, name string, lock, dir, parent, boundSecrets *os.File) error {
 	var stored storedSpec
 	data, err := sb.ReadFile(sandboxdir.SpecFile)
 	if err == nil {
@@ -147,14 +150,29 @@ func boot(report *os.File, sb *sandboxdir.Sandbox, name string, lock, dir, paren
 		if err := validate(&spec); err != nil {
 			return err
 		}
-		if gw, err = startGateway(&spec, rules, name, true); err != nil {
+		bound, err := readBound(boundSecrets)
+		if err != nil {
+			return err
+		}
+		if gw, err = startGateway(&spec, rules, name, true, bound); err != nil {
 			return err
 		}
 		defer gw.Close()
 	}
+	boundSecrets.Close()
 	p, err := prepare(&spec)
 	if err != nil {
 		return err
+	}
+	if gw != nil {
+		// The authority and the placeholders go into what the init
+		// builds and what every exec's process gets (process.json).
+		hello, err := gw.Hello()
+		if err != nil {
+			p.Close()
+			return gatewayError(err)
+		}
+		applyHello(&p.Config, hello)
 	}
 	// What the spec resolves to now, for a later create --reuse.
 	if print, err := fingerprint(&spec); err != nil {
@@ -265,4 +283,20 @@ func listenIn(dir *os.File) (*os.File, error) {
 		return nil, fmt.Errorf("control socket: %w", err)
 	}
 	return os.NewFile(uintptr(sock), socketFile), nil
+}
+
+// readBound reads the secrets bound to hosts that the creator sends (a
+// JSON list, then end of file), for the gateway.
+func readBound(r *os.File) ([]protocol.Secret, error) {
+	data, err := io.ReadAll(io.LimitReader(r, protocol.MaxMessage))
+	if err != nil {
+		return nil, fmt.Errorf("bound secrets: %w", err)
+	}
+	var bound []protocol.Secret
+	if len(data) > 0 {
+		if err := json.Unmarshal(data, &bound); err != nil {
+			return nil, fmt.Errorf("bound secrets: %w", err)
+		}
+	}
+	return bound, nil
 }

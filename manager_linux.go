@@ -311,8 +311,9 @@ func (m *Manager) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 		return nil, err
 	}
 	// Each secret must be there now; its value is read again at each
-	// exec, and never kept.
-	if _, err := m.secretValues(spec.Secrets); err != nil {
+	// exec, and never kept (one bound to hosts: at each boot, for the
+	// gateway only).
+	if _, _, _, err := readSecrets(spec.Secrets, m.opts.SecretEnv); err != nil {
 		return nil, err
 	}
 	stored := storedOf(&spec)
@@ -400,6 +401,25 @@ func (m *Manager) boot(ctx context.Context, sb *sandboxdir.Sandbox, stored store
 	if err := sb.WriteFile(sandboxdir.SpecFile, data); err != nil {
 		return undo(&SetupError{Step: "create " + name, Err: err})
 	}
+	// The secrets bound to hosts go to the holder, for its gateway, over
+	// a pipe: never in its environment or arguments, nor on disk.
+	_, _, bound, err := readSecrets(stored.Options.Secrets, m.opts.SecretEnv)
+	if err != nil {
+		return undo(err)
+	}
+	boundData, err := json.Marshal(bound)
+	if err != nil {
+		return undo(err)
+	}
+	secretsR, secretsW, err := os.Pipe()
+	if err != nil {
+		return undo(&SetupError{Step: "create " + name, Err: err})
+	}
+	defer secretsR.Close()
+	go func() {
+		_, _ = secretsW.Write(boundData)
+		secretsW.Close()
+	}()
 	r, w, err := os.Pipe()
 	if err != nil {
 		return undo(&SetupError{Step: "create " + name, Err: err})
@@ -409,7 +429,7 @@ func (m *Manager) boot(ctx context.Context, sb *sandboxdir.Sandbox, stored store
 		Path:       "/proc/self/exe",
 		Args:       []string{holderArg, name},
 		Env:        append(holderEnv(os.Environ()), "JAIL_AUDIT_LOG="+m.auditPath()),
-		ExtraFiles: []*os.File{sb.Dir(), m.store.Dir(), w},
+		ExtraFiles: []*os.File{sb.Dir(), m.store.Dir(), w, secretsR},
 		// Its own session: a terminal's ^C to the creator must not reach
 		// the sandbox, which outlives it.
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
@@ -899,7 +919,15 @@ func (s *Sandbox) Exec(ctx context.Context, p Process) (res Result, err error) {
 	if err != nil {
 		return Result{ExitCode: ExitSetup}, err
 	}
-	values, err := s.m.secretValues(append(append([]string(nil), c.stored.Options.Secrets...), p.Secrets...))
+	// The sandbox's secrets bound to hosts are placeholders in its
+	// process's environment; the others are read now.
+	var names []string
+	for _, secret := range c.stored.Options.Secrets {
+		if name, hosts := splitSecret(secret); hosts == nil {
+			names = append(names, name)
+		}
+	}
+	values, err := s.m.secretValues(append(names, p.Secrets...))
 	if err != nil {
 		return Result{ExitCode: ExitSetup}, err
 	}

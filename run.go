@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jail-sandbox/jail/internal/egress/launch"
+	"github.com/jail-sandbox/jail/internal/egress/protocol"
 	"github.com/jail-sandbox/jail/internal/secrets"
 	"github.com/jail-sandbox/jail/internal/supervisor"
 )
@@ -39,17 +40,20 @@ func run(ctx context.Context, pool *supervisor.Pool, spec Spec) (Result, *superv
 		return Result{ExitCode: ExitSetup}, t, err
 	}
 	// Secrets' values are read now, go into the command's environment
-	// only, and are replaced by [secret:NAME] in what comes out.
+	// only (a secret bound to hosts: to the gateway only), and are
+	// replaced by [secret:NAME] in what comes out.
 	var values secrets.Values
+	var bound []protocol.Secret
 	if len(spec.Secrets) > 0 {
 		if err := validate(&spec); err != nil {
 			return Result{ExitCode: ExitSetup}, t, err
 		}
 		var err error
-		if values, err = secretValues(spec.Secrets, spec.SecretEnv); err != nil {
+		var env []string
+		if values, env, bound, err = readSecrets(spec.Secrets, spec.SecretEnv); err != nil {
 			return Result{ExitCode: ExitSetup}, t, err
 		}
-		spec.Env = append(append([]string(nil), spec.Env...), values.Env()...)
+		spec.Env = append(append([]string(nil), spec.Env...), env...)
 		var flush func()
 		spec.Stdout, spec.Stderr, flush = redactWriters(spec.Stdout, spec.Stderr, values)
 		defer flush()
@@ -62,7 +66,7 @@ func run(ctx context.Context, pool *supervisor.Pool, spec Spec) (Result, *superv
 			return Result{ExitCode: ExitSetup}, t, err
 		}
 		var err error
-		if gw, err = startGateway(&spec, rules, "", false); err != nil {
+		if gw, err = startGateway(&spec, rules, "", false, bound); err != nil {
 			return Result{ExitCode: ExitSetup}, t, err
 		}
 		defer gw.Close()
@@ -72,6 +76,16 @@ func run(ctx context.Context, pool *supervisor.Pool, spec Spec) (Result, *superv
 	p, err := prepare(&spec)
 	if err != nil {
 		return Result{ExitCode: ExitSetup}, t, err
+	}
+	if len(bound) > 0 {
+		// The sandbox trusts the gateway's authority and gets the
+		// placeholders: both are in the gateway's answer.
+		hello, err := gw.Hello()
+		if err != nil {
+			p.Close()
+			return Result{ExitCode: ExitSetup}, t, redactError(gatewayError(err), values)
+		}
+		applyHello(&p.Config, hello)
 	}
 	t.Prepared = time.Now()
 	job := jobOf(&spec)

@@ -122,19 +122,55 @@ func checkNet(spec *Spec) error {
 	return nil
 }
 
-// checkSecrets: at most maxSecrets names, each a variable's name (the
-// variable it is injected as); NAME@HOST (the gateway's) is not supported
-// yet.
+// maxBoundHosts bounds the hosts one secret is bound to.
+const maxBoundHosts = 32
+
+// splitSecret splits --secret's NAME@HOST[,HOST...] (a secret bound to
+// hosts, which the sandbox sees only as a placeholder: docs/egress.md);
+// hosts is nil for a plain NAME.
+func splitSecret(s string) (name string, hosts []string) {
+	name, list, bound := strings.Cut(s, "@")
+	if !bound {
+		return s, nil
+	}
+	return name, strings.Split(list, ",")
+}
+
+// checkSecrets: at most maxSecrets, each a variable's name (the variable
+// it is injected as), each at most once; NAME@HOST[,HOST...] only with the
+// egress gateway (--net allow=), which checks each host against the rules.
 func checkSecrets(spec *Spec) error {
 	if len(spec.Secrets) > maxSecrets {
 		return invalid("--secret", "more than %d secrets", maxSecrets)
 	}
-	for _, name := range spec.Secrets {
-		if strings.Contains(name, "@") {
-			return invalid("--secret "+truncate(name), "secrets bound to hosts (NAME@HOST) are not supported yet")
-		}
+	seen := map[string]bool{}
+	for _, s := range spec.Secrets {
+		name, hosts := splitSecret(s)
 		if !secrets.ValidName(name) {
-			return invalid("--secret "+truncate(name), "a secret's name is a variable name: a letter or _, then letters, digits or _")
+			return invalid("--secret "+truncate(s), "a secret's name is a variable name: a letter or _, then letters, digits or _")
+		}
+		if seen[name] {
+			return invalid("--secret "+truncate(s), "%s is given more than once", name)
+		}
+		seen[name] = true
+		if hosts == nil {
+			continue
+		}
+		if _, ok := egressRules(spec.Net); !ok {
+			return invalid("--secret "+truncate(s), "a secret bound to hosts needs the egress gateway (--net allow=...), which puts it in their requests")
+		}
+		if len(hosts) > maxBoundHosts {
+			return invalid("--secret "+truncate(s), "bound to more than %d hosts", maxBoundHosts)
+		}
+		for _, h := range hosts {
+			if h == "" || len(h) > 253 || strings.ContainsAny(h, "\x00\n\r /:@*!") {
+				return invalid("--secret "+truncate(s), "%q: a host is a name, without a port, path or wildcard", truncate(h))
+			}
+		}
+		for _, e := range spec.Env {
+			if strings.HasPrefix(e, name+"=") || e == name {
+				return invalid("--secret "+truncate(s), "--env also sets %s", name)
+			}
 		}
 	}
 	return nil

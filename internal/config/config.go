@@ -79,6 +79,10 @@ type Listener struct {
 type File struct {
 	Destination string `json:"destination"`
 	Data        []byte `json:"data"`
+	// Append: the file holds what the root has at Destination (a regular
+	// file, when there is one) followed by Data, as a trust store gets
+	// the gateway's authority added to its own.
+	Append bool `json:"append,omitempty"`
 }
 
 // Rootfs says what the sandbox's / is made of.

@@ -167,11 +167,13 @@ func (r *reader) getListener(v *config.Listener) {
 func (w *writer) putFile(v *config.File) {
 	w.string(v.Destination)
 	w.optionalBytes(v.Data)
+	w.bool(v.Append)
 }
 
 func (r *reader) getFile(v *config.File) {
 	v.Destination = r.string()
 	v.Data = r.optionalBytes()
+	v.Append = r.bool()
 }
 
 func (w *writer) putInit(v *config.Init) {
@@ -244,7 +246,7 @@ func (r *reader) getInit(v *config.Init) {
 			r.getListener(&v.Listen[i])
 		}
 	}
-	if n := r.count(2); n > 0 {
+	if n := r.count(3); n > 0 {
 		v.Files = make([]config.File, n)
 		for i := range v.Files {
 			r.getFile(&v.Files[i])

@@ -1282,6 +1282,87 @@ static int bind_mount(struct builder *b, int src, const struct mount_spec *m)
  * one's size (a trust store is some hundreds of KiB). */
 enum { MAX_FILES_WRITTEN = 8, MAX_FILE_BYTES = 4 << 20 };
 
+/* write_all writes all of data to fd. */
+static int write_all(int fd, const unsigned char *data, size_t len)
+{
+	size_t done = 0;
+	while (done < len) {
+		ssize_t n = write(fd, data + done, len - done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			if (n == 0)
+				errno = EIO;
+			return -1;
+		}
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+/* copy_root_file copies the regular file the root has at path, if any, of
+ * at most room bytes, to out. Nothing else is opened for reading: the
+ * path is first opened O_PATH (resolved in the root) and checked to be a
+ * regular file, so a device or a FIFO an image put there is never opened. */
+static int copy_root_file(int root, const char *path, int out, size_t room)
+{
+	int handle = open_in_root(root, path);
+	if (handle < 0)
+		return errno == ENOENT ? 0 : -1;
+	struct stat st;
+	if (fstat(handle, &st) != 0) {
+		close(handle);
+		return -1;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(handle);
+		return 0;
+	}
+	if ((uint64_t)st.st_size > room) {
+		close(handle);
+		errno = EFBIG;
+		return -1;
+	}
+	char reopen[64];
+	if (format(reopen, sizeof(reopen), "/proc/self/fd/%d", handle) != 0) {
+		close(handle);
+		return -1;
+	}
+	int in = open(reopen, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	close(handle);
+	if (in < 0)
+		return -1;
+	unsigned char buf[16384], last = '\n';
+	size_t total = 0;
+	for (;;) {
+		ssize_t n = read(in, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			close(in);
+			return -1;
+		}
+		if (n == 0)
+			break;
+		total += (size_t)n;
+		if (total > room) {
+			close(in);
+			errno = EFBIG;
+			return -1;
+		}
+		if (write_all(out, buf, (size_t)n) != 0) {
+			close(in);
+			return -1;
+		}
+		last = buf[n - 1];
+	}
+	close(in);
+	/* A file that did not end its last line would run into the data. */
+	if (last != '\n' && write_all(out, (const unsigned char *)"\n", 1) != 0)
+		return -1;
+	return 0;
+}
+
 /* supervisor_files writes the supervisor's files (the egress gateway's
  * resolv.conf and trust store: docs/egress.md) under /run/egress, on the
  * sandbox's own /run, and binds each read-only over its destination: a
@@ -1313,19 +1394,13 @@ static int supervisor_files(struct builder *b)
 			close(dir);
 			return fail_errno(b->f, step, NULL);
 		}
-		size_t done = 0;
-		while (done < fs->data.len) {
-			ssize_t n = write(fd, fs->data.data + done, fs->data.len - done);
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n <= 0) {
-				int saved = n < 0 ? errno : EIO;
-				close(fd);
-				close(dir);
-				errno = saved;
-				return fail_errno(b->f, step, NULL);
-			}
-			done += (size_t)n;
+		if ((fs->append && copy_root_file(b->root, fs->destination, fd, MAX_FILE_BYTES - fs->data.len) != 0) ||
+		    write_all(fd, fs->data.data, fs->data.len) != 0) {
+			int saved = errno;
+			close(fd);
+			close(dir);
+			errno = saved;
+			return fail_errno(b->f, step, NULL);
 		}
 		close(fd);
 		int src = openat(dir, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
