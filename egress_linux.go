@@ -63,6 +63,7 @@ func startGateway(spec *Spec, rules, name string, detached bool, bound []protoco
 		Rules: rules, Sandbox: name, Labels: spec.Labels, UID: os.Geteuid(),
 		Audit: auditPath(), Detached: detached, Events: spec.NetDenials != nil && !detached,
 		Secrets: bound,
+		Limits:  protocol.Limits{MaxConns: spec.NetLimits.MaxConns, MaxBytes: spec.NetLimits.MaxBytes, Rate: spec.NetLimits.Rate},
 	}
 	gw, err := launch.Start(cfg, os.Stderr)
 	if err != nil {

@@ -77,6 +77,9 @@ type Spec struct {
 	// "net: denied HOST:PORT (reason)", while the command runs; nil
 	// discards them (the audit log has them all).
 	NetDenials io.Writer
+	// NetLimits bound what the gateway lets the sandbox use of the host's
+	// network (--net-limit); the zero value is MaxConns 256, no other.
+	NetLimits NetLimits
 	// Workspace is a host directory bound read-write at /workspace, which
 	// becomes the working directory.
 	Workspace string
@@ -131,6 +134,15 @@ type Spec struct {
 	// limits this host cannot enforce), one line each, once the command
 	// has started; nil discards them.
 	Notices io.Writer
+}
+
+// NetLimits are a sandbox's limits on the egress gateway: connections at
+// once (0: 256), bytes both ways over its life, and bytes per second both
+// ways (0: none).
+type NetLimits struct {
+	MaxConns int   `json:"max_conns,omitempty"`
+	MaxBytes int64 `json:"max_bytes,omitempty"`
+	Rate     int64 `json:"rate,omitempty"`
 }
 
 // Mount is a bind mount of a host path into the sandbox.

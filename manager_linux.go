@@ -189,6 +189,7 @@ type runOptions struct {
 	Pids      int           `json:"pids,omitempty"`
 	Timeout   time.Duration `json:"timeout,omitempty"`
 	Net       string        `json:"net,omitempty"`
+	NetLimits NetLimits     `json:"net_limits,omitempty"`
 	Workspace string        `json:"workspace,omitempty"`
 	Mounts    []Mount       `json:"mounts,omitempty"`
 	Env       []string      `json:"env,omitempty"`
@@ -203,7 +204,7 @@ func storedOf(spec *Spec) storedSpec {
 	return storedSpec{
 		Options: runOptions{
 			Image: spec.Image, Rootfs: spec.Rootfs, Profile: spec.ProfileName(), Memory: spec.Memory,
-			CPUs: spec.CPUs, Pids: spec.Pids, Timeout: spec.Timeout, Net: spec.Net, Workspace: spec.Workspace,
+			CPUs: spec.CPUs, Pids: spec.Pids, Timeout: spec.Timeout, Net: spec.Net, NetLimits: spec.NetLimits, Workspace: spec.Workspace,
 			Mounts: spec.Mounts, Env: spec.Env, Secrets: spec.Secrets, User: spec.User,
 			Workdir: spec.Workdir, Hostname: spec.Hostname, ReadOnly: spec.ReadOnly,
 		},
@@ -215,7 +216,7 @@ func (s storedSpec) spec() Spec {
 	o := s.Options
 	return Spec{
 		Image: o.Image, Rootfs: o.Rootfs, Profile: o.Profile, Memory: o.Memory, CPUs: o.CPUs, Pids: o.Pids,
-		Timeout: o.Timeout, Net: o.Net, Workspace: o.Workspace, Mounts: o.Mounts, Env: o.Env,
+		Timeout: o.Timeout, Net: o.Net, NetLimits: o.NetLimits, Workspace: o.Workspace, Mounts: o.Mounts, Env: o.Env,
 		Secrets: o.Secrets, User: o.User, Workdir: o.Workdir, Hostname: o.Hostname, ReadOnly: o.ReadOnly,
 		Labels: s.Labels, TTL: s.TTL, IdleTimeout: s.IdleTimeout,
 	}

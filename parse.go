@@ -37,6 +37,45 @@ func ParseSize(s string) (int64, error) {
 	return int64(bytes), nil
 }
 
+// ParseNetLimits reads --net-limit's conns=N,bytes=SIZE,rate=SIZE (each
+// optional; rate is bytes per second).
+func ParseNetLimits(s string) (NetLimits, error) {
+	var l NetLimits
+	if s == "" {
+		return l, nil
+	}
+	for _, item := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(item, "=")
+		if !ok {
+			return l, fmt.Errorf("%q: want conns=N, bytes=SIZE or rate=SIZE", item)
+		}
+		switch k {
+		case "conns":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > maxNetConns {
+				return l, fmt.Errorf("conns=%s: a number from 1 to %d", v, maxNetConns)
+			}
+			l.MaxConns = n
+		case "bytes", "rate":
+			n, err := ParseSize(v)
+			if err != nil {
+				return l, fmt.Errorf("%s=%s: %v", k, v, err)
+			}
+			if n < 1 {
+				return l, fmt.Errorf("%s=%s: at least 1 byte", k, v)
+			}
+			if k == "bytes" {
+				l.MaxBytes = n
+			} else {
+				l.Rate = n
+			}
+		default:
+			return l, fmt.Errorf("%q: want conns=N, bytes=SIZE or rate=SIZE", item)
+		}
+	}
+	return l, nil
+}
+
 // ParseMount reads SRC:DST[:ro|:rw]. Paths containing ':' are not supported.
 func ParseMount(s string) (Mount, error) {
 	parts := strings.Split(s, ":")

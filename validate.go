@@ -52,6 +52,7 @@ var specChecks = []specCheck{
 	{"root", checkRoot},
 	{"command", checkCommand},
 	{"net", checkNet},
+	{"net limits", checkNetLimits},
 	{"secrets", checkSecrets},
 	{"memory", checkMemory},
 	{"cpus", checkCPUs},
@@ -99,6 +100,24 @@ const netAllowPrefix = "allow="
 // network has the egress gateway at all.
 func egressRules(net string) (string, bool) {
 	return strings.CutPrefix(net, netAllowPrefix)
+}
+
+// maxNetConns bounds --net-limit conns=.
+const maxNetConns = 65536
+
+// checkNetLimits: within bounds, and only with the gateway.
+func checkNetLimits(spec *Spec) error {
+	l := spec.NetLimits
+	if l == (NetLimits{}) {
+		return nil
+	}
+	if _, ok := egressRules(spec.Net); !ok {
+		return invalid("--net-limit", "limits the egress gateway, which only --net allow=... has")
+	}
+	if l.MaxConns < 0 || l.MaxConns > maxNetConns || l.MaxBytes < 0 || l.Rate < 0 {
+		return invalid("--net-limit", "conns from 1 to %d, bytes and rate positive", maxNetConns)
+	}
+	return nil
 }
 
 // maxNetRules bounds --net allow='s text: rules.MaxRules rules of at most

@@ -37,6 +37,7 @@ type RunRequest struct {
 	Pids      int               `json:"pids,omitempty"`
 	TimeoutS  float64           `json:"timeout_s,omitempty"`
 	Net       string            `json:"net,omitempty"`
+	NetLimit  string            `json:"net_limit,omitempty"` // conns=N,bytes=SIZE,rate=SIZE
 	Workspace string            `json:"workspace,omitempty"`
 	Mounts    []string          `json:"mounts,omitempty"` // SRC:DST[:ro|:rw]
 	Env       map[string]string `json:"env,omitempty"`
@@ -63,6 +64,7 @@ type RunOptions struct {
 	Pids      int               `json:"pids,omitempty"`
 	TimeoutS  float64           `json:"timeout_s,omitempty"`
 	Net       string            `json:"net,omitempty"`
+	NetLimit  string            `json:"net_limit,omitempty"` // conns=N,bytes=SIZE,rate=SIZE
 	Workspace string            `json:"workspace,omitempty"`
 	Mounts    []string          `json:"mounts,omitempty"` // SRC:DST[:ro|:rw]
 	Env       map[string]string `json:"env,omitempty"`
@@ -79,7 +81,7 @@ type RunOptions struct {
 func (r *RunRequest) Options() RunOptions {
 	return RunOptions{
 		Image: r.Image, Rootfs: r.Rootfs, Profile: r.Profile, Memory: r.Memory,
-		CPUs: r.CPUs, Pids: r.Pids, TimeoutS: r.TimeoutS, Net: r.Net,
+		CPUs: r.CPUs, Pids: r.Pids, TimeoutS: r.TimeoutS, Net: r.Net, NetLimit: r.NetLimit,
 		Workspace: r.Workspace, Mounts: r.Mounts, Env: r.Env, User: r.User,
 		Workdir: r.Workdir, Hostname: r.Hostname, ReadOnly: r.ReadOnly,
 		OutputLimit: r.OutputLimit,

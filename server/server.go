@@ -398,6 +398,9 @@ func specOfOptions(req *api.RunOptions) (jail.Spec, error) {
 		spec.Net = ""
 	}
 	var err error
+	if spec.NetLimits, err = jail.ParseNetLimits(req.NetLimit); err != nil {
+		return spec, fmt.Errorf("net_limit: %v", err)
+	}
 	if req.Memory != "" {
 		if spec.Memory, err = jail.ParseSize(string(req.Memory)); err != nil {
 			return spec, fmt.Errorf("memory: %v", err)

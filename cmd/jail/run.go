@@ -26,12 +26,12 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 // runFlags are the RUN OPTIONS as typed.
 type runFlags struct {
-	image, rootfs, profile, memory, pids, net, workspace string
-	user, workdir, hostname, outputLimit                 string
-	cpus                                                 float64
-	timeout                                              time.Duration
-	mounts, env, secrets                                 listFlag
-	readOnly, tty, json                                  bool
+	image, rootfs, profile, memory, pids, net, netLimit, workspace string
+	user, workdir, hostname, outputLimit                           string
+	cpus                                                           float64
+	timeout                                                        time.Duration
+	mounts, env, secrets                                           listFlag
+	readOnly, tty, json                                            bool
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
@@ -43,6 +43,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.pids, "pids", "", "most processes and threads at once (default 256)")
 	fs.DurationVar(&f.timeout, "timeout", 0, "wall-clock limit, e.g. 30s")
 	fs.StringVar(&f.net, "net", "none", "network: none (loopback only), or allow=RULE[,RULE...] (jail's egress gateway to those hosts; docs/egress.md)")
+	fs.StringVar(&f.netLimit, "net-limit", "", "the egress gateway's limits: conns=N,bytes=SIZE,rate=SIZE (per second)")
 	fs.StringVar(&f.workspace, "workspace", "", "host directory bound read-write at /workspace")
 	fs.Var(&f.mounts, "mount", "SRC:DST[:ro|:rw] extra bind mount (repeatable)")
 	fs.Var(&f.env, "env", "K=V to set, or K to copy from the caller (repeatable)")
@@ -69,6 +70,9 @@ func (f *runFlags) spec(command []string) (jail.Spec, error) {
 		spec.Net = f.net
 	}
 	var err error
+	if spec.NetLimits, err = jail.ParseNetLimits(f.netLimit); err != nil {
+		return spec, fmt.Errorf("--net-limit: %v", err)
+	}
 	if f.memory != "" {
 		if spec.Memory, err = jail.ParseSize(f.memory); err != nil {
 			return spec, fmt.Errorf("--memory: %v", err)
