@@ -15,6 +15,7 @@ import (
 	"github.com/jail-sandbox/jail/internal/egress/launch"
 	"github.com/jail-sandbox/jail/internal/egress/protocol"
 	"github.com/jail-sandbox/jail/internal/secrets"
+	"github.com/jail-sandbox/jail/profiles"
 )
 
 // proxyURL and socksURL are the gateway's proxies as the sandbox reaches
@@ -45,6 +46,26 @@ func egressConfig(c *config.Init) {
 		c.Listen = append(c.Listen, config.Listener{Stream: l.Stream, Address: l.Address, Port: l.Port})
 	}
 	c.Files = append(c.Files, config.File{Destination: "/etc/resolv.conf", Data: []byte(protocol.ResolvConf)})
+}
+
+// profileNet gives spec the profile's network when --net says nothing,
+// and refuses any other than it, or none, when the profile locks it. A
+// secret bound to hosts needs the gateway either way.
+func profileNet(spec *Spec, p *profiles.Profile) error {
+	if p.NetworkLocked && spec.Net != "" && spec.Net != "none" && spec.Net != p.Network {
+		return invalid("--net", "profile %s fixes the network at %s: --net cannot widen it", p.Name, p.Network)
+	}
+	if spec.Net == "" && p.Network != "" && p.Network != "none" {
+		spec.Net = p.Network
+	}
+	if _, ok := egressRules(spec.Net); !ok {
+		for _, s := range spec.Secrets {
+			if _, hosts := splitSecret(s); hosts != nil {
+				return invalid("--secret "+truncate(s), "a secret bound to hosts needs the egress gateway (--net allow=...), which puts it in their requests")
+			}
+		}
+	}
+	return nil
 }
 
 // auditPath is the audit log the gateway writes, "" for none.

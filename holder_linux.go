@@ -143,27 +143,26 @@ func boot(report *os.File, sb *sandboxdir.Sandbox, name string, lock, dir, paren
 	// A persistent sandbox runs no command of its own; resolve wants
 	// one, and the image's would be taken otherwise.
 	spec.Command = []string{"true"}
-	// Its egress gateway starts beside it, and outlives this process as
-	// the monitor's child; it ends with the init.
+	p, err := prepare(&spec)
+	if err != nil {
+		return err
+	}
+	// Its egress gateway (--net allow=, or the profile's network) starts
+	// beside it, and outlives this process as the monitor's child; it
+	// ends with the init.
 	var gw *launch.Gateway
 	if rules, ok := egressRules(spec.Net); ok {
-		if err := validate(&spec); err != nil {
-			return err
-		}
 		bound, err := readBound(boundSecrets)
-		if err != nil {
-			return err
+		if err == nil {
+			gw, err = startGateway(&spec, rules, name, true, bound)
 		}
-		if gw, err = startGateway(&spec, rules, name, true, bound); err != nil {
+		if err != nil {
+			p.Close()
 			return err
 		}
 		defer gw.Close()
 	}
 	boundSecrets.Close()
-	p, err := prepare(&spec)
-	if err != nil {
-		return err
-	}
 	if gw != nil {
 		// The authority and the placeholders go into what the init
 		// builds and what every exec's process gets (process.json).

@@ -407,6 +407,9 @@ func resolveImage(spec *Spec) (images.Image, []images.Layer, error) {
 // applyProfile fills in what the caller left to the profile: limits and
 // environment (the caller's --env entries win).
 func applyProfile(spec *Spec, p *profiles.Profile) error {
+	if err := profileNet(spec, p); err != nil {
+		return err
+	}
 	if spec.Memory == 0 && p.Limits.Memory != "" {
 		m, err := ParseSize(p.Limits.Memory)
 		if err != nil {

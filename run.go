@@ -58,24 +58,22 @@ func run(ctx context.Context, pool *supervisor.Pool, spec Spec) (Result, *superv
 		spec.Stdout, spec.Stderr, flush = redactWriters(spec.Stdout, spec.Stderr, values)
 		defer flush()
 	}
-	// The egress gateway starts beside the sandbox, and parses the rules
-	// before the command is released.
+	p, err := prepare(&spec)
+	if err != nil {
+		return Result{ExitCode: ExitSetup}, t, err
+	}
+	// The egress gateway (--net allow=, or the profile's network) starts
+	// beside the sandbox, and parses the rules before the command is
+	// released.
 	var gw *launch.Gateway
 	if rules, ok := egressRules(spec.Net); ok {
-		if err := validate(&spec); err != nil {
-			return Result{ExitCode: ExitSetup}, t, err
-		}
-		var err error
 		if gw, err = startGateway(&spec, rules, "", false, bound); err != nil {
+			p.Close()
 			return Result{ExitCode: ExitSetup}, t, err
 		}
 		defer gw.Close()
 		// A pooled sandbox has no gateway's sockets.
 		pool = nil
-	}
-	p, err := prepare(&spec)
-	if err != nil {
-		return Result{ExitCode: ExitSetup}, t, err
 	}
 	if len(bound) > 0 {
 		// The sandbox trusts the gateway's authority and gets the

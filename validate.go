@@ -175,7 +175,8 @@ func checkSecrets(spec *Spec) error {
 		if hosts == nil {
 			continue
 		}
-		if _, ok := egressRules(spec.Net); !ok {
+		// The profile may give the gateway (resolve checks again).
+		if _, ok := egressRules(spec.Net); !ok && spec.Net != "" {
 			return invalid("--secret "+truncate(s), "a secret bound to hosts needs the egress gateway (--net allow=...), which puts it in their requests")
 		}
 		if len(hosts) > maxBoundHosts {

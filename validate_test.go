@@ -37,7 +37,7 @@ func TestValidateChecks(t *testing.T) {
 		{"net limits", "limits without the gateway", Spec{Command: cmd, NetLimits: NetLimits{MaxConns: 4}}, "--net-limit"},
 		{"net limits", "limits with the gateway", Spec{Command: cmd, Net: "allow=a.com", NetLimits: NetLimits{MaxConns: 4, MaxBytes: 1 << 20, Rate: 1 << 10}}, ""},
 		{"net limits", "too many connections", Spec{Command: cmd, Net: "allow=a.com", NetLimits: NetLimits{MaxConns: 1 << 20}}, "--net-limit"},
-		{"secrets", "a secret bound to hosts needs the gateway", Spec{Command: cmd, Secrets: []string{"TOKEN@api.example"}}, "--secret TOKEN@api.example"},
+		{"secrets", "a secret bound to hosts needs the gateway", Spec{Command: cmd, Net: "none", Secrets: []string{"TOKEN@api.example"}}, "--secret TOKEN@api.example"},
 		{"secrets", "a secret bound to hosts with the gateway", Spec{Command: cmd, Net: "allow=api.example", Secrets: []string{"TOKEN@api.example,b.example"}}, ""},
 		{"secrets", "a bound host with a port", Spec{Command: cmd, Net: "allow=api.example", Secrets: []string{"TOKEN@api.example:443"}}, "--secret TOKEN@api.example:443"},
 		{"secrets", "a bound secret also set by --env", Spec{Command: cmd, Net: "allow=api.example", Secrets: []string{"TOKEN@api.example"}, Env: []string{"TOKEN=x"}}, "--secret TOKEN@api.example"},

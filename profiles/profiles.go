@@ -43,8 +43,12 @@ type Profile struct {
 	Extends     string `yaml:"extends,omitempty"`
 	// Limits default the RUN OPTIONS of the same names; flags win.
 	Limits Limits `yaml:"limits,omitempty"`
-	// Network is the network mode; only "none" exists so far.
+	// Network is the sandbox's network when --net does not say: "none",
+	// or "allow=RULE[,RULE...]" (the egress gateway, docs/egress.md).
 	Network string `yaml:"network,omitempty"`
+	// NetworkLocked: --net may not change Network, only narrow it to
+	// none. A profile extending a locked one is locked too.
+	NetworkLocked bool `yaml:"network_locked,omitempty"`
 	// Capabilities are what sandbox root keeps (see CapabilitySet): nil
 	// when the profile does not say (it then inherits its parent's), an
 	// empty list for none. Only names of Grantable may appear.

@@ -23,6 +23,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/jail-sandbox/jail/internal/egress/rules"
 	"github.com/jail-sandbox/jail/profiles"
 )
 
@@ -61,7 +62,13 @@ func parse(name, source string, data []byte) (*profiles.Profile, int, error) {
 		return nil, 0, err
 	}
 	if p.Network != "" && p.Network != "none" {
-		return nil, 0, &profiles.Error{Profile: name, Line: lineOf(&root, "network"), Err: fmt.Errorf("network %q: only none is supported", p.Network)}
+		list, ok := strings.CutPrefix(p.Network, "allow=")
+		if !ok {
+			return nil, 0, &profiles.Error{Profile: name, Line: lineOf(&root, "network"), Err: fmt.Errorf("network %q: none, or allow=RULE[,RULE...]", p.Network)}
+		}
+		if _, err := rules.Parse(list); err != nil {
+			return nil, 0, &profiles.Error{Profile: name, Line: lineOf(&root, "network"), Err: fmt.Errorf("network: %v", err)}
+		}
 	}
 	for _, list := range []struct {
 		key   string
@@ -333,6 +340,13 @@ func merge(parent, child *profiles.Profile) *profiles.Profile {
 	}
 	if out.Network == "" {
 		out.Network = parent.Network
+	}
+	// A locked network stays locked, and what it was locked at.
+	if parent.NetworkLocked {
+		out.NetworkLocked = true
+		if out.Network != "none" {
+			out.Network = parent.Network
+		}
 	}
 	if out.Capabilities == nil && parent.Capabilities != nil {
 		// Absent: the parent's set, as a list of the child's own.

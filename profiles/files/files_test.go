@@ -29,7 +29,8 @@ func TestParse(t *testing.T) {
 		{"conditional syscall not a word", "version: 1\nseccomp:\n  allow_if:\n    - {syscall: [clone], args: []}\n", 4, "plain word"},
 		{"bad errno", "version: 1\nseccomp:\n  errno:\n    - {syscalls: [bpf], errno: EWHAT, why: w}\n", 4, "not an errno"},
 		{"argument index", "version: 1\nseccomp:\n  allow_if:\n    - {syscall: clone, args: [{index: 6, equals: 0}]}\n", 4, "argument index 6"},
-		{"network", "version: 1\nnetwork: host\n", 2, "only none"},
+		{"network", "version: 1\nnetwork: host\n", 2, "none, or allow=RULE"},
+		{"network rules", "version: 1\nnetwork: allow=*.com\n", 2, `rule "*.com"`},
 		{"relative mask", "version: 1\nmasks: [etc/shadow]\n", 2, "absolute"},
 		{"mask with a NUL byte", "version: 1\nmasks: [\"/etc/x\\0y\"]\n", 2, "NUL byte"},
 		{"read-only path with a NUL byte", "version: 1\nread_only: [\"/etc/x\\0y\"]\n", 2, "NUL byte"},
@@ -143,6 +144,40 @@ func TestUserProfiles(t *testing.T) {
 	}
 	if infos := List(user); len(infos) != 7 {
 		t.Errorf("List found %d profiles", len(infos))
+	}
+}
+
+// TestProfileNetwork: a profile may give the network (none, or the
+// gateway's rules), a child inherits it, and a locked network stays locked
+// at what it was: a child of strict may narrow it, never widen it.
+func TestProfileNetwork(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) {
+		if err := os.WriteFile(filepath.Join(dir, name+".yaml"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("egress", "version: 1\nextends: default\nnetwork: allow=pypi.org,**.pythonhosted.org\n")
+	write("child", "version: 1\nextends: egress\n")
+	write("loosened", "version: 1\nextends: strict\nnetwork: allow=example.com\nnetwork_locked: false\n")
+	user := profiles.Store{Dirs: []string{dir}}.Files()
+	for _, c := range []struct {
+		name, network string
+		locked        bool
+	}{
+		{"egress", "allow=pypi.org,**.pythonhosted.org", false},
+		{"child", "allow=pypi.org,**.pythonhosted.org", false},
+		{"default", "none", false},
+		{"strict", "none", true},
+		{"loosened", "none", true},
+	} {
+		p, err := Resolve(user, c.name)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if p.Network != c.network || p.NetworkLocked != c.locked {
+			t.Errorf("%s: network %q locked %v, want %q %v", c.name, p.Network, p.NetworkLocked, c.network, c.locked)
+		}
 	}
 }
 

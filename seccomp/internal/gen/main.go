@@ -44,7 +44,7 @@ func main() {
 		}
 		fmt.Fprintf(&code, "\t%q: {\n\t\tVersion: %d, Description: %q, Extends: %q,\n", info.Name, p.Version, p.Description, p.Extends)
 		fmt.Fprintf(&code, "\t\tLimits:  profiles.Limits{Memory: %q, CPUs: %#v, Pids: %d, Scratch: %q},\n", p.Limits.Memory, p.Limits.CPUs, p.Limits.Pids, p.Limits.Scratch)
-		fmt.Fprintf(&code, "\t\tNetwork: %q, Masks: %#v, ReadOnly: %#v, Env: %#v,\n", p.Network, p.Masks, p.ReadOnly, p.Env)
+		fmt.Fprintf(&code, "\t\tNetwork: %q, NetworkLocked: %v, Masks: %#v, ReadOnly: %#v, Env: %#v,\n", p.Network, p.NetworkLocked, p.Masks, p.ReadOnly, p.Env)
 		if p.Capabilities != nil {
 			fmt.Fprintf(&code, "\t\tCapabilities: &%#v,\n", *p.Capabilities)
 		}
