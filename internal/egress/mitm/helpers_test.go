@@ -300,8 +300,8 @@ const (
 func newTestSecrets(t testing.TB, opts Options) *Secrets {
 	t.Helper()
 	s, err := NewSecrets("test-sandbox", []Binding{
-		{Name: "TOKEN", Value: tokenValue, Hosts: []string{"api.test"}},
-		{Name: "OTHER", Value: otherValue, Hosts: []string{"other.test"}},
+		{Name: "TOKEN", Value: ptr(tokenValue), Hosts: []string{"api.test"}},
+		{Name: "OTHER", Value: ptr(otherValue), Hosts: []string{"other.test"}},
 	}, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -30,10 +30,13 @@ type Binding struct {
 	// Placeholder is what the sandbox holds; NewSecrets makes one with
 	// NewPlaceholder when it is empty.
 	Placeholder string
-	// Value is the real value. A string, as the secret store gives it:
-	// a []byte would not let it be wiped either, since every request
-	// that carries it is a string.
-	Value string
+	// Value is the real value, behind a pointer so that fmt, which
+	// prints a nested pointer as an address, never prints it, even from
+	// a Binding held in an unexported field (where the Format method
+	// cannot be called). A string, as the secret store gives it: a
+	// []byte could be wiped, but every request that carries the value
+	// is a string anyway.
+	Value *string
 	// Hosts are the hosts the value may go to: exact names or IP
 	// literals.
 	Hosts []string
@@ -158,7 +161,10 @@ func newEntry(b Binding) (*entry, error) {
 	if !validName(b.Name) {
 		return nil, fmt.Errorf("secret %q: not a variable name", b.Name)
 	}
-	v := b.Value
+	if b.Value == nil {
+		return nil, fmt.Errorf("secret %s: no value", b.Name)
+	}
+	v := *b.Value
 	switch {
 	case v == "":
 		return nil, fmt.Errorf("secret %s: empty value", b.Name)
