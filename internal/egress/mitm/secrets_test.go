@@ -129,7 +129,9 @@ func TestRewrite(t *testing.T) {
 			header: func(ph, _ string) http.Header {
 				return http.Header{"Authorization": {"Bearer " + ph}, "X-K": {"a", "b" + ph + "c"}}
 			},
-			want: func(v string) http.Header { return http.Header{"Authorization": {"Bearer " + v}, "X-K": {"a", "b" + v + "c"}} }},
+			want: func(v string) http.Header {
+				return http.Header{"Authorization": {"Bearer " + v}, "X-K": {"a", "b" + v + "c"}}
+			}},
 		{name: "basic credentials when allowed", s: plain, host: "api.test",
 			header: func(ph, _ string) http.Header {
 				return http.Header{"Authorization": {"basic " + base64.RawURLEncoding.EncodeToString([]byte("u:"+ph))}}

@@ -254,6 +254,10 @@ func (p *proxy) handle(ctx context.Context, req *http.Request) (keep bool, err e
 		}
 		return false, err
 	}
+	if err := checkHeader(req.Header); err != nil {
+		// Go's reader lets through names a writer must not send.
+		return false, p.refuse(&RefusedError{Status: http.StatusBadRequest, Host: p.host, Reason: err.Error()})
+	}
 	if err := p.ensureUpstream(ctx); err != nil {
 		p.writeError(http.StatusBadGateway, "jail: cannot reach "+p.host)
 		return false, err
@@ -340,6 +344,9 @@ func (p *proxy) readResponse(req *http.Request) (*http.Response, error) {
 		p.ulimit.unlimit()
 		if resp.StatusCode/100 != 1 || resp.StatusCode == http.StatusSwitchingProtocols {
 			return resp, nil
+		}
+		if req.ProtoMinor == 0 {
+			continue // an HTTP/1.0 client is sent no 1xx
 		}
 		if err := p.writeResponseHead(req, resp, "", false); err != nil {
 			return nil, err
@@ -506,22 +513,34 @@ func (p *proxy) writeResponseHead(req *http.Request, resp *http.Response, framin
 	return err
 }
 
+// checkHeader refuses a name or value that would break the message.
+func checkHeader(h http.Header) error {
+	for k, vs := range h {
+		if !validFieldName(k) {
+			return fmt.Errorf("header name %q is not a token", shorten(k))
+		}
+		for _, v := range vs {
+			if !validFieldValue(v) {
+				return fmt.Errorf("header %s: a control character in its value", shorten(k))
+			}
+		}
+	}
+	return nil
+}
+
 // writeHeader writes h's fields in the order of their names, refusing a
 // name or value that would break the message.
 func writeHeader(w *bufio.Writer, h http.Header) error {
+	if err := checkHeader(h); err != nil {
+		return err
+	}
 	names := make([]string, 0, len(h))
 	for k := range h {
 		names = append(names, k)
 	}
 	slices.Sort(names)
 	for _, k := range names {
-		if !validFieldName(k) {
-			return fmt.Errorf("mitm: header name %q", shorten(k))
-		}
 		for _, v := range h[k] {
-			if !validFieldValue(v) {
-				return fmt.Errorf("mitm: header %s: a control character in its value", k)
-			}
 			w.WriteString(k)
 			w.WriteString(": ")
 			w.WriteString(v)
