@@ -30,6 +30,7 @@ import (
 
 	"github.com/jail-sandbox/jail/internal/audit"
 	"github.com/jail-sandbox/jail/internal/egress/dns"
+	"github.com/jail-sandbox/jail/internal/egress/mitm"
 	"github.com/jail-sandbox/jail/internal/egress/protocol"
 	"github.com/jail-sandbox/jail/internal/egress/rules"
 	"github.com/jail-sandbox/jail/internal/procname"
@@ -111,6 +112,10 @@ type gateway struct {
 	rules *rules.Rules
 	hello protocol.Hello
 	audit *audit.Log
+
+	// secrets, when secrets are bound to hosts, terminates TLS to those
+	// hosts and puts the values into their requests.
+	secrets *mitm.Secrets
 
 	dns *dns.Server
 	// proxies serves the HTTP and SOCKS proxies and the captured ports.
