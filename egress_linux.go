@@ -110,7 +110,7 @@ func gatewayError(err error) error {
 
 // serveGateway hands gw the sandbox's listeners; denials go to w as
 // "net: denied HOST:PORT (reason)" lines.
-func serveGateway(gw *launch.Gateway, listeners []*os.File, w io.Writer) error {
+func serveGateway(gw *launch.Gateway, listeners []*os.File, initPidfd *os.File, w io.Writer) error {
 	var denied func(protocol.Event)
 	if w != nil {
 		denied = func(e protocol.Event) {
@@ -121,7 +121,7 @@ func serveGateway(gw *launch.Gateway, listeners []*os.File, w io.Writer) error {
 			fmt.Fprintf(w, "net: denied %s (%s)\n", target, e.Reason)
 		}
 	}
-	if err := gw.Start(listeners, nil, denied); err != nil {
+	if err := gw.Start(listeners, initPidfd, denied); err != nil {
 		return gatewayError(err)
 	}
 	return nil

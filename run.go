@@ -88,7 +88,9 @@ func run(ctx context.Context, pool *supervisor.Pool, spec Spec) (Result, *superv
 	t.Prepared = time.Now()
 	job := jobOf(&spec)
 	if gw != nil {
-		job.Egress = func(listeners []*os.File) error { return serveGateway(gw, listeners, spec.NetDenials) }
+		job.Egress = func(listeners []*os.File, initPidfd *os.File) error {
+			return serveGateway(gw, listeners, initPidfd, spec.NetDenials)
+		}
 	}
 	var res Result
 	if pool != nil {

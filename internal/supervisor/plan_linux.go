@@ -55,9 +55,10 @@ type Job struct {
 	Signals <-chan os.Signal
 	// Egress, when set, is given the sockets the init opened for the
 	// egress gateway (Plan.Config.Listen) once it is ready, before the
-	// command is released; it closes them. An error ends the sandbox
-	// before its command starts, and is the run's.
-	Egress func(listeners []*os.File) error
+	// command is released, and a pidfd of the init (nil when the kernel
+	// gives none); it closes neither. An error ends the sandbox before its
+	// command starts, and is the run's.
+	Egress func(listeners []*os.File, initPidfd *os.File) error
 }
 
 // WindowSize is a terminal's size in characters.

@@ -466,7 +466,11 @@ func (s *supervisor) handOverListeners() error {
 	if len(listeners) != len(s.plan.Config.Listen) {
 		return &SetupError{Step: "egress", Err: fmt.Errorf("the init opened %d of %d sockets", len(listeners), len(s.plan.Config.Listen))}
 	}
-	if err := s.job.Egress(listeners); err != nil {
+	var pidfd *os.File
+	if init, ok := s.init.(*childInit); ok {
+		pidfd = init.pidfd
+	}
+	if err := s.job.Egress(listeners, pidfd); err != nil {
 		var se *SetupError
 		if errors.As(err, &se) {
 			return err

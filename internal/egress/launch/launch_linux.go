@@ -135,7 +135,8 @@ type RefusedError struct{ Reason string }
 func (e *RefusedError) Error() string { return e.Reason }
 
 // Start hands the gateway the sandbox's listeners (protocol.Listeners'
-// order) and, for a Detached gateway, the init's pidfd; it then serves.
+// order) and the init's pidfd (which a Detached gateway must have: it
+// ends with the init; nil otherwise when there is none); it then serves.
 // With Config.Events, denied is called with each denial until Close (from
 // one goroutine).
 func (g *Gateway) Start(listeners []*os.File, initPidfd *os.File, denied func(protocol.Event)) error {
@@ -145,14 +146,14 @@ func (g *Gateway) Start(listeners []*os.File, initPidfd *os.File, denied func(pr
 	if len(listeners) != len(protocol.Listeners) {
 		return fmt.Errorf("egress gateway: %d listeners, want %d", len(listeners), len(protocol.Listeners))
 	}
+	if g.config.Detached && initPidfd == nil {
+		return errors.New("egress gateway: a detached gateway needs the init's pidfd")
+	}
 	files := listeners
-	if g.config.Detached {
-		if initPidfd == nil {
-			return errors.New("egress gateway: a detached gateway needs the init's pidfd")
-		}
+	if initPidfd != nil {
 		files = append(append([]*os.File(nil), listeners...), initPidfd)
 	}
-	if err := protocol.Send(int(g.sock.Fd()), protocol.Start{Listeners: len(listeners)}, files...); err != nil {
+	if err := protocol.Send(int(g.sock.Fd()), protocol.Start{Listeners: len(listeners), Pidfd: initPidfd != nil}, files...); err != nil {
 		return fmt.Errorf("egress gateway: hand over the listeners: %w", err)
 	}
 	if g.config.Events && denied != nil {

@@ -10,7 +10,7 @@
 //	                                   trust anchor and placeholders
 //	jail → gateway   Start             the sandbox's listeners attached, in
 //	                                   Listeners' order, then the init's
-//	                                   pidfd when Config.Detached
+//	                                   pidfd (always when Config.Detached)
 //	gateway → jail   Event ...         denials, while Config.Events
 //
 // Invariants:
@@ -123,9 +123,11 @@ type Hello struct {
 	Placeholders map[string]string `json:"placeholders,omitempty"`
 }
 
-// Start hands the gateway its listeners (attached).
+// Start hands the gateway its listeners (attached), and after them the
+// init's pidfd when Pidfd.
 type Start struct {
-	Listeners int `json:"listeners"`
+	Listeners int  `json:"listeners"`
+	Pidfd     bool `json:"pidfd,omitempty"`
 }
 
 // Event is one denial, for the command's stderr.

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"sync"
@@ -71,14 +72,17 @@ func run() error {
 		return fmt.Errorf("start: %w", err)
 	}
 	want := len(protocol.Listeners)
-	if cfg.Detached {
+	if start.Pidfd {
 		want++
 	}
-	if len(files) != want || start.Listeners != len(protocol.Listeners) {
+	if len(files) != want || start.Listeners != len(protocol.Listeners) || (cfg.Detached && !start.Pidfd) {
 		for _, f := range files {
 			f.Close()
 		}
 		return fmt.Errorf("start: %d descriptors, want %d", len(files), want)
+	}
+	if start.Pidfd {
+		g.pids = newPidFinder(files[len(files)-1])
 	}
 	if err := g.serve(files[:len(protocol.Listeners)]); err != nil {
 		return err
@@ -113,6 +117,9 @@ type gateway struct {
 	hello protocol.Hello
 	audit *audit.Log
 
+	// pids finds the sandbox's process at a connection's end (nil: the
+	// init's pidfd was not given).
+	pids *pidFinder
 	// secrets, when secrets are bound to hosts, terminates TLS to those
 	// hosts and puts the values into their requests.
 	secrets *mitm.Secrets
@@ -156,7 +163,11 @@ func (g *gateway) serve(files []*os.File) error {
 		l := protocol.Listeners[i]
 		var err error
 		if l.Stream {
-			listeners[l.Name], err = net.FileListener(f)
+			var ln net.Listener
+			if ln, err = net.FileListener(f); err == nil && g.pids != nil {
+				ln = &pidListener{Listener: ln, finder: g.pids}
+			}
+			listeners[l.Name] = ln
 		} else {
 			udp, err = net.FilePacketConn(f)
 		}
@@ -217,7 +228,9 @@ func (g *gateway) denied(host string, port int, reason string) {
 	_ = protocol.SendNoWait(sock, protocol.Event{Host: host, Port: port, Reason: reason})
 }
 
-// recordQuery records one DNS query.
+// recordQuery records one DNS query, with the process that asked: found
+// before the answer goes (a resolver closes its socket once answered),
+// which costs the answer a look through the sandbox's /proc.
 func (g *gateway) recordQuery(q dns.Query) {
 	d := &audit.NetDetail{Via: "dns", Host: q.Name, QueryType: q.Type, RCode: q.RCode,
 		Verdict: string(q.Verdict), Rule: q.Rule, Why: q.Reason}
@@ -226,6 +239,9 @@ func (g *gateway) recordQuery(q dns.Query) {
 	}
 	if q.Address.IsValid() {
 		d.Address = q.Address.String()
+	}
+	if q.Client.IsValid() {
+		d.PID = g.pids.find(q.Network, netip.AddrPortFrom(q.Client.Addr().Unmap(), q.Client.Port()), netip.AddrPort{})
 	}
 	g.record(audit.DNS, d)
 	if q.Verdict == dns.Denied && q.Name != "" {
