@@ -208,6 +208,7 @@ type netRecord struct {
 	Verdict string `json:"verdict"`
 	Rule    string `json:"rule"`
 	Why     string `json:"why"`
+	PID     int    `json:"pid"`
 	Up      int64  `json:"bytes_up"`
 	Down    int64  `json:"bytes_down"`
 }

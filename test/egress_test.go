@@ -65,7 +65,7 @@ func TestEgressDNSAnswersOnlyAllowedNames(t *testing.T) {
 		var allowed, denied bool
 		for _, rec := range n.records() {
 			switch {
-			case rec.Event == "dns" && rec.Host == "allowed.test" && rec.QType == "A" && rec.Verdict == "allowed" && rec.Rule == "allowed.test" && rec.Address == first:
+			case rec.Event == "dns" && rec.Host == "allowed.test" && rec.QType == "A" && rec.Verdict == "allowed" && rec.Rule == "allowed.test" && rec.Address == first && rec.PID > 0:
 				allowed = true
 			case rec.Event == "dns" && rec.Host == "denied.test" && rec.Verdict == "denied" && rec.RCode == "NXDOMAIN" && rec.Why == "no rule":
 				denied = true

@@ -90,6 +90,7 @@ func (f *pidFinder) pid(client netip.AddrPort) int {
 	if f == nil {
 		return 0
 	}
+	client = netip.AddrPortFrom(client.Addr().Unmap(), client.Port())
 	f.mu.Lock()
 	l := f.pending[client]
 	f.mu.Unlock()
