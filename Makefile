@@ -127,6 +127,7 @@ bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./cgroups ./seccomp/filter ./rootfs .
 	$(GO) test -run '^$$' -bench BenchmarkPersistentExec -benchtime 500x ./internal/supervisor
 	$(GO) run ./test/persistbench -jail bin/jail
+	$(GO) run ./test/egressbench -jail bin/jail
 	$(GO) run ./test/startbench -jail bin/jail -json bin/bench-start.json
 	bash test/bench-images.sh
 
