@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"math/big"
 	"net"
 	"net/http"
@@ -102,6 +103,8 @@ func newEnvOn(t *testing.T, ruleText string, preset Listeners, opts ...envOption
 	}
 	e.tlsSrv = httptest.NewUnstartedServer(http.HandlerFunc(upstreamHandler))
 	e.tlsSrv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	// The refused and hand-built handshakes are the tests' own doing.
+	e.tlsSrv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	e.tlsSrv.StartTLS()
 	t.Cleanup(e.tlsSrv.Close)
 	e.portMap[80] = strings.TrimPrefix(plain.URL, "http://")
