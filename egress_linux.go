@@ -45,7 +45,17 @@ func egressConfig(c *config.Init) {
 	for _, l := range protocol.Listeners {
 		c.Listen = append(c.Listen, config.Listener{Stream: l.Stream, Address: l.Address, Port: l.Port})
 	}
-	c.Files = append(c.Files, config.File{Destination: "/etc/resolv.conf", Data: []byte(protocol.ResolvConf)})
+	c.Files = append(c.Files,
+		config.File{Destination: "/etc/resolv.conf", Data: []byte(protocol.ResolvConf)},
+		// Names are the resolver's to give: a host's /etc/hosts entry
+		// would send a program past it, to an address the captured ports
+		// refuse.
+		config.File{Destination: "/etc/hosts", Data: []byte(sandboxHosts(c.Hostname)), Optional: true})
+}
+
+// sandboxHosts is the sandbox's /etc/hosts: loopback names and its own.
+func sandboxHosts(hostname string) string {
+	return "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + hostname + "\n"
 }
 
 // profileNet gives spec the profile's network when --net says nothing,

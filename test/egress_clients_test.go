@@ -160,7 +160,7 @@ for pid in [p for p in os.listdir("/proc") if p.isdigit() and p != str(os.getpid
 print("found", found)
 '`
 		cases := []egressCase{
-			{"placeholder", `case "$GH_TOKEN" in ghp_*) [ ${#GH_TOKEN} -eq 40 ] && echo shaped;; *) echo "$GH_TOKEN";; esac`, "shaped"},
+			{"placeholder", fmt.Sprintf(`case "$GH_TOKEN" in ghp_*) [ ${#GH_TOKEN} -eq %d ] && [ "$GH_TOKEN" != "$SCAN_FOR_A$SCAN_FOR_B" ] && echo shaped;; *) echo "$GH_TOKEN";; esac`, len(value)), "shaped"},
 			{"bearer", `curl -sS -H "Authorization: Bearer $GH_TOKEN" https://api.test/bearer`, "api.test /bearer"},
 			{"header", `curl -sS -H "X-Token: $GH_TOKEN" https://api.test/header`, "api.test /header"},
 			{"basic", `curl -sS -u "user:$GH_TOKEN" https://api.test/basic`, "api.test /basic"},

@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"log"
 	"math/big"
 	"net/http"
 	"os"
@@ -116,7 +117,7 @@ func (n *egressNet) serveSite(ca *testAuthority, name, addr string, extra map[st
 		if port == 443 {
 			l = tls.NewListener(l, ca.serverConfig(n.t, name))
 		}
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
 		go func() { _ = srv.Serve(l) }()
 		n.t.Cleanup(func() { _ = srv.Close() })
 	}

@@ -83,6 +83,9 @@ type File struct {
 	// file, when there is one) followed by Data, as a trust store gets
 	// the gateway's authority added to its own.
 	Append bool `json:"append,omitempty"`
+	// Optional: written only where the root has Destination already
+	// (nothing is made for it).
+	Optional bool `json:"optional,omitempty"`
 }
 
 // Rootfs says what the sandbox's / is made of.

@@ -168,12 +168,14 @@ func (w *writer) putFile(v *config.File) {
 	w.string(v.Destination)
 	w.optionalBytes(v.Data)
 	w.bool(v.Append)
+	w.bool(v.Optional)
 }
 
 func (r *reader) getFile(v *config.File) {
 	v.Destination = r.string()
 	v.Data = r.optionalBytes()
 	v.Append = r.bool()
+	v.Optional = r.bool()
 }
 
 func (w *writer) putInit(v *config.Init) {
@@ -246,7 +248,7 @@ func (r *reader) getInit(v *config.Init) {
 			r.getListener(&v.Listen[i])
 		}
 	}
-	if n := r.count(3); n > 0 {
+	if n := r.count(4); n > 0 {
 		v.Files = make([]config.File, n)
 		for i := range v.Files {
 			r.getFile(&v.Files[i])

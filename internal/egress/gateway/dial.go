@@ -63,7 +63,7 @@ func (g *Gateway) dialChecked(ctx context.Context, host string, port int) (diale
 	}
 	var allowed []netip.Addr
 	for _, a := range candidates {
-		if g.isListening(a, port) {
+		if !g.cfg.ListenersElsewhere && g.isListening(a, port) {
 			if denial == nil {
 				denial = &refusal{reason: fmt.Sprintf("%s is the gateway's own listener", netip.AddrPortFrom(a, uint16(port)))}
 			}

@@ -116,6 +116,12 @@ type Config struct {
 	// once per HTTP request on the plain HTTP paths. It must be cheap and
 	// safe to call from several goroutines.
 	OnEvent func(Event)
+	// ListenersElsewhere: the listeners are in another network namespace
+	// than the one the gateway dials in (a sandbox's, whose init opened
+	// them), so no dial can reach them; the refusal of a dial to a
+	// listener's own address is then off. Without it, a dial to any
+	// address of a listener's port it is bound to is refused.
+	ListenersElsewhere bool
 
 	// headTimeout replaces the head timeout when set (tests).
 	headTimeout time.Duration

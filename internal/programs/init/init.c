@@ -1381,6 +1381,16 @@ static int supervisor_files(struct builder *b)
 		const struct file_spec *fs = &c->files[i];
 		char step[PATH_MAX + 16], name[32];
 		message(step, sizeof(step), "write %s", fs->destination);
+		if (fs->optional) {
+			int probe = open_in_root(b->root, fs->destination);
+			if (probe < 0 && errno == ENOENT)
+				continue;
+			if (probe < 0) {
+				close(dir);
+				return fail_errno(b->f, step, NULL);
+			}
+			close(probe);
+		}
 		if (fs->destination[0] != '/' || fs->data.len > MAX_FILE_BYTES) {
 			close(dir);
 			return fail(b->f, step, "not an absolute path, or more than %d bytes", MAX_FILE_BYTES);

@@ -321,6 +321,7 @@ struct file_spec {
 	char *destination;
 	struct wire_bytes data;
 	bool append;
+	bool optional;
 };
 
 /* config.Init */
@@ -665,6 +666,7 @@ static void wire_get_file_spec(struct wire_reader *r, struct file_spec *v)
 	v->destination = wire_read_string(r);
 	wire_read_bytes(r, &v->data);
 	v->append = wire_read_bool(r);
+	v->optional = wire_read_bool(r);
 }
 
 static void wire_put_file_spec(struct wire_writer *w, const struct file_spec *v)
@@ -672,6 +674,7 @@ static void wire_put_file_spec(struct wire_writer *w, const struct file_spec *v)
 	wire_put_string(w, v->destination);
 	wire_put_bytes(w, &v->data);
 	wire_put_bool(w, v->append);
+	wire_put_bool(w, v->optional);
 }
 
 static void wire_free_file_spec(struct file_spec *v)
@@ -714,7 +717,7 @@ static void wire_get_config(struct wire_reader *r, struct config *v)
 	for (size_t i = 0; i < v->nlisten; i++) {
 		wire_get_listener(r, &v->listen[i]);
 	}
-	v->nfiles = wire_read_count(r, 3);
+	v->nfiles = wire_read_count(r, 4);
 	v->files = wire_alloc(v->nfiles + 1, sizeof(*v->files));
 	for (size_t i = 0; i < v->nfiles; i++) {
 		wire_get_file_spec(r, &v->files[i]);
@@ -1206,6 +1209,8 @@ static void wire_print_file_spec(FILE *out, const char *path, const struct file_
 		fprintf(out, "%s=nil\n", key);
 	wire_key(key, sizeof(key), path, ".Append", -1);
 	fprintf(out, "%s=%d\n", key, v->append ? 1 : 0);
+	wire_key(key, sizeof(key), path, ".Optional", -1);
+	fprintf(out, "%s=%d\n", key, v->optional ? 1 : 0);
 }
 
 static void wire_print_config(FILE *out, const char *path, const struct config *v)
