@@ -214,3 +214,74 @@ print("found", found)
 		}
 	})
 }
+
+// TestEgressPersistentSandboxWithASecretAndLimits: a sandbox made with
+// --net allow=, a secret bound to a host and a byte limit keeps its
+// placeholder for every exec (the value reaches the host each time), and
+// its gateway ends a download that passes the limit.
+func TestEgressPersistentSandboxWithASecretAndLimits(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("needs curl")
+	}
+	const value = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD"
+	forEachMode(t, func(t *testing.T, m mode) {
+		n := newEgressNet(t, m, map[string]string{"api.test": "127.0.0.2"})
+		caDir := sharedTempDir(t, nil)
+		ca := newTestAuthority(t, caDir)
+		big := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = w.Write(bytes.Repeat([]byte("x"), 1<<20))
+		})
+		api := n.serveSite(ca, "api.test", "127.0.0.2", map[string]http.Handler{"/big": big})
+		cfg := sharedTempDir(t, ownedBy(m))
+		if err := os.Chmod(cfg, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		state := sharedTempDir(t, ownedBy(m))
+		with := func(args ...string) result {
+			cmd := n.command(m, args...)
+			cmd.Env = append(cmd.Env, "JAIL_STATE_DIR="+state, "XDG_CONFIG_HOME="+cfg, "TOKEN_SOURCE="+value, "SSL_CERT_FILE="+ca.pemFile)
+			return runCmd(t, cmd)
+		}
+		if r := with("secret", "add", "OPENAI_API_KEY", "--from-env", "TOKEN_SOURCE"); r.code != 0 {
+			t.Fatalf("secret add: %s", r.stderr)
+		}
+		if r := with("create", "--net", "allow=api.test,127.0.0.2", "--net-limit", "bytes=256K", "--secret", "OPENAI_API_KEY@api.test", "key1"); r.code != 0 {
+			t.Fatalf("create: exit %d\n%s", r.code, r.stderr)
+		}
+		defer with("rm", "-f", "key1")
+		var placeholders []string
+		for i := 0; i < 2; i++ {
+			r := with("exec", "key1", "--", "sh", "-c", `echo "$OPENAI_API_KEY"; curl -sS -H "Authorization: Bearer $OPENAI_API_KEY" https://api.test/v`+fmt.Sprint(i))
+			if r.code != 0 || !strings.Contains(r.stdout, fmt.Sprintf("api.test /v%d", i)) || strings.Contains(r.stdout, value) {
+				t.Fatalf("exec %d: exit %d\n%s%s", i, r.code, r.stdout, r.stderr)
+			}
+			placeholders = append(placeholders, lines(r.stdout)[0])
+		}
+		if placeholders[0] != placeholders[1] || !strings.HasPrefix(placeholders[0], "sk-proj-") || len(placeholders[0]) != len(value) {
+			t.Errorf("placeholders %q: want one, shaped like the value", placeholders)
+		}
+		got := 0
+		for _, r := range api.requests() {
+			if r.Authorization == "Bearer "+value {
+				got++
+			}
+		}
+		if got != 2 {
+			t.Errorf("api.test got the value %d times: %+v", got, api.requests())
+		}
+		// 1 MiB through a gateway limited to 256 KiB in all.
+		r := with("exec", "key1", "--", "sh", "-c", "curl -sS -o /dev/null https://api.test/big; echo exit=$?")
+		if strings.Contains(r.stdout, "exit=0") {
+			t.Errorf("a download past the byte limit ended well: %s%s", r.stdout, r.stderr)
+		}
+		found := false
+		for _, rec := range n.records() {
+			if rec.Sandbox == "key1" && strings.Contains(rec.Why, "limit") {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no audit line says the limit ended a connection: %+v", n.records())
+		}
+	})
+}
