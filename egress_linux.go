@@ -103,9 +103,44 @@ func startGateway(spec *Spec, rules, name string, detached bool, bound []protoco
 	return gw, nil
 }
 
+// pendingGateway is a gateway being started in the background.
+type pendingGateway struct {
+	done chan struct{}
+	gw   *launch.Gateway
+	err  error
+}
+
+// startGatewayAsync starts a run's gateway (startGateway) beside the
+// caller.
+func startGatewayAsync(spec *Spec, rules string, bound []protocol.Secret) *pendingGateway {
+	p := &pendingGateway{done: make(chan struct{})}
+	own := *spec // the caller goes on with spec
+	go func() {
+		defer close(p.done)
+		p.gw, p.err = startGateway(&own, rules, "", false, bound)
+	}()
+	return p
+}
+
+// wait returns the started gateway, or why it could not start.
+func (p *pendingGateway) wait() (*launch.Gateway, error) {
+	<-p.done
+	return p.gw, p.err
+}
+
+// close hangs up on the gateway once it has started.
+func (p *pendingGateway) close() {
+	if gw, err := p.wait(); err == nil {
+		_ = gw.Close()
+	}
+}
+
 // gatewayError is err of the gateway as the run's: a refusal of its
-// configuration is the request's fault.
+// configuration is the request's fault. nil stays nil.
 func gatewayError(err error) error {
+	if err == nil {
+		return nil
+	}
 	var refused *launch.RefusedError
 	if errors.As(err, &refused) {
 		reason := strings.TrimPrefix(refused.Reason, "jail: ")

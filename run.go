@@ -9,7 +9,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/jail-sandbox/jail/internal/egress/launch"
 	"github.com/jail-sandbox/jail/internal/egress/protocol"
 	"github.com/jail-sandbox/jail/internal/secrets"
 	"github.com/jail-sandbox/jail/internal/supervisor"
@@ -58,40 +57,56 @@ func run(ctx context.Context, pool *supervisor.Pool, spec Spec) (Result, *superv
 		spec.Stdout, spec.Stderr, flush = redactWriters(spec.Stdout, spec.Stderr, values)
 		defer flush()
 	}
+	// The egress gateway starts beside the sandbox: opening its program
+	// and its runtime's start take a few milliseconds, which the
+	// sandbox's making hides. It parses the rules before the command is
+	// released. --net allow= starts it now; a profile's network once
+	// prepare has found it.
+	var started *pendingGateway
+	if rules, ok := egressRules(spec.Net); ok {
+		if err := validate(&spec); err != nil {
+			return Result{ExitCode: ExitSetup}, t, err
+		}
+		started = startGatewayAsync(&spec, rules, bound)
+		defer started.close()
+	}
 	p, err := prepare(&spec)
 	if err != nil {
 		return Result{ExitCode: ExitSetup}, t, err
 	}
-	// The egress gateway (--net allow=, or the profile's network) starts
-	// beside the sandbox, and parses the rules before the command is
-	// released.
-	var gw *launch.Gateway
+	job := jobOf(&spec)
 	if rules, ok := egressRules(spec.Net); ok {
-		if gw, err = startGateway(&spec, rules, "", false, bound); err != nil {
-			p.Close()
-			return Result{ExitCode: ExitSetup}, t, err
+		if started == nil {
+			started = startGatewayAsync(&spec, rules, bound)
+			defer started.close()
 		}
-		defer gw.Close()
 		// A pooled sandbox has no gateway's sockets.
 		pool = nil
-	}
-	if len(bound) > 0 {
-		// The sandbox trusts the gateway's authority and gets the
-		// placeholders: both are in the gateway's answer.
-		hello, err := gw.Hello()
-		if err != nil {
-			p.Close()
-			return Result{ExitCode: ExitSetup}, t, redactError(gatewayError(err), values)
+		if len(bound) > 0 {
+			// The sandbox trusts the gateway's authority and gets the
+			// placeholders: both are in the gateway's answer, which the
+			// sandbox's description needs.
+			gw, err := started.wait()
+			var hello protocol.Hello
+			if err == nil {
+				hello, err = gw.Hello()
+				err = gatewayError(err)
+			}
+			if err != nil {
+				p.Close()
+				return Result{ExitCode: ExitSetup}, t, redactError(err, values)
+			}
+			applyHello(&p.Config, hello)
 		}
-		applyHello(&p.Config, hello)
-	}
-	t.Prepared = time.Now()
-	job := jobOf(&spec)
-	if gw != nil {
 		job.Egress = func(listeners []*os.File, initPidfd *os.File) error {
+			gw, err := started.wait()
+			if err != nil {
+				return err
+			}
 			return serveGateway(gw, listeners, initPidfd, spec.NetDenials)
 		}
 	}
+	t.Prepared = time.Now()
 	var res Result
 	if pool != nil {
 		res, err = pool.Run(ctx, job, p, t)

@@ -102,10 +102,13 @@ func run(jailBin string, rounds, mib int) error {
 	if err := os.WriteFile(hosts, []byte("127.0.0.1 localhost\n"+address+" "+host+"\n"), 0o644); err != nil {
 		return err
 	}
-	auditDir := filepath.Join(dir, "audit")
-	if err := os.Mkdir(auditDir, 0o700); err != nil {
+	// The audit log is jail's state: no directory holding it may be
+	// mounted into a sandbox, so it is apart from dir.
+	auditDir, err := os.MkdirTemp("", "egressbench-audit-")
+	if err != nil {
 		return err
 	}
+	defer os.RemoveAll(auditDir)
 	// Everything runs in the namespace, with its hosts file.
 	in := func(args ...string) *exec.Cmd {
 		script := `mount --bind "$1" /etc/hosts && shift && exec "$@"`

@@ -177,7 +177,8 @@ func (g *Gateway) Start(listeners []*os.File, initPidfd *os.File, denied func(pr
 }
 
 // Close hangs up on the gateway. A gateway that is not Detached then
-// ends, and Close waits for it (killing it after a few seconds); a
+// ends on its own, and is reaped in the background (killed if it has not
+// ended within a few seconds): the caller need not wait for its exit. A
 // Detached one goes on, and Close only lets it go.
 func (g *Gateway) Close() error {
 	if g.config.Detached {
@@ -188,13 +189,7 @@ func (g *Gateway) Close() error {
 	_ = unix.Shutdown(int(g.sock.Fd()), unix.SHUT_RDWR)
 	g.events.Wait()
 	g.sock.Close()
-	if err := g.wait(5 * time.Second); err != nil {
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			return fmt.Errorf("egress gateway: %v", err)
-		}
-		return err
-	}
+	go func() { _ = g.wait(5 * time.Second) }()
 	return nil
 }
 
