@@ -1035,6 +1035,11 @@ func checkProcess(p *Process) error {
 	if total > maxTotalBytes {
 		return invalid("command", "arguments and environment exceed %d bytes", maxTotalBytes)
 	}
+	for _, s := range p.Secrets {
+		if _, hosts := splitSecret(s); hosts != nil {
+			return invalid("--secret "+truncate(s), "a secret is bound to hosts when the sandbox is made (create --secret NAME@HOST), not by an exec")
+		}
+	}
 	spec := Spec{User: p.User, Workdir: p.Workdir, Timeout: p.Timeout, OutputLimit: p.OutputLimit}
 	for _, check := range []func(*Spec) error{checkUser, checkWorkdir, checkTimeout, checkOutputLimit} {
 		if err := check(&spec); err != nil {

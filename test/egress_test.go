@@ -1,12 +1,16 @@
 package test
 
 import (
+	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jail-sandbox/jail/api"
 )
 
 // TestEgressRefusesBadNetSpecs: a --net value or rule the gateway would
@@ -185,4 +189,71 @@ func gatewayRunning() bool {
 		}
 	}
 	return false
+}
+
+// TestEgressThroughTheAPI: jail serve runs commands and makes sandboxes
+// with the gateway (`net` and `net_limit` of the API), refuses bad rules
+// with a 400, and its sandboxes' queries are audited as the CLI's are.
+func TestEgressThroughTheAPI(t *testing.T) {
+	if _, err := exec.LookPath("dig"); err != nil {
+		t.Skip("needs dig (bind9-dnsutils)")
+	}
+	forEachMode(t, func(t *testing.T, m mode) {
+		n := newEgressNet(t, m, nil)
+		socket := filepath.Join(sharedTempDir(t, ownerOf(m)), "jail.sock")
+		state := sharedTempDir(t, ownerOf(m))
+		cmd := n.command(m, "serve", "--socket", socket)
+		cmd.Env = append(cmd.Env, "JAIL_STATE_DIR="+state)
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		c := clientOf(m, socket)
+		t.Cleanup(func() {
+			c.Close()
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			_ = cmd.Wait()
+		})
+		ctx := context.Background()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if _, err := c.Health(ctx); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("jail serve does not answer")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		res, err := c.Run(ctx, api.RunRequest{Cmd: "sh", Args: []string{"-c", "dig +short allowed.test; dig denied.test | grep -o 'status: [A-Z]*'"},
+			Net: "allow=allowed.test", NetLimit: "conns=8"})
+		if err != nil || res.ExitCode != 0 || !strings.HasPrefix(res.Stdout, "127.100.") || !strings.Contains(res.Stdout, "NXDOMAIN") {
+			t.Fatalf("run: %v %+v", err, res)
+		}
+		status, body := rawRequest(t, socket, "POST", "/v1/run", `{"cmd":"true","net":"allow=*.com"}`)
+		if status != 400 || !strings.Contains(body, `rule \"*.com\"`) {
+			t.Errorf("bad rules: %d %s", status, body)
+		}
+		status, body = rawRequest(t, socket, "POST", "/v1/sandboxes", `{"name":"api1","net":"allow=allowed.test"}`)
+		if status != 201 {
+			t.Fatalf("create: %d %s", status, body)
+		}
+		defer rawRequest(t, socket, "DELETE", "/v1/sandboxes/api1?force=1", "")
+		status, body = rawRequest(t, socket, "POST", "/v1/sandboxes/api1/exec", `{"cmd":"dig","args":["+short","allowed.test"]}`)
+		if status != 200 || !strings.Contains(body, "127.100.") {
+			t.Errorf("exec: %d %s", status, body)
+		}
+		found := false
+		for _, rec := range n.records() {
+			if rec.Sandbox == "api1" && rec.Host == "allowed.test" && rec.Verdict == "allowed" {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no audit line of the API's sandbox: %+v", n.records())
+		}
+		if status, body := rawRequest(t, socket, "DELETE", "/v1/sandboxes/api1?force=1", ""); status != 200 && status != 204 {
+			t.Errorf("rm: %d %s", status, body)
+		}
+	})
 }

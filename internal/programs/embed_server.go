@@ -4,7 +4,10 @@ package programs
 
 import "embed"
 
-// embedded is empty in the server program's own build (tag jail_server):
-// it cannot embed itself, and it starts its sandboxes from the helper
-// program, which every build embeds.
+// embedded holds only the gateway program in the server program's own
+// build (tag jail_server): it cannot embed itself, it starts its
+// sandboxes from the helper program, which every build embeds, and their
+// egress gateways from this (generate.sh builds the gateway first).
+//
+//go:embed bin/gateway bin/gateway.sha256
 var embedded embed.FS

@@ -5,10 +5,12 @@
 # built here: it is committed (helper/build.sh, make helper).
 set -e
 export GO="${GO:-go}"
-CGO_ENABLED=0 LDFLAGS=-s sh gobuild.sh -tags jail_server -o bin/server ./server
+# The gateway first: the server embeds it (embed_server.go).
 CGO_ENABLED=0 LDFLAGS=-s sh gobuild.sh -o bin/gateway ./gateway
+sha256sum bin/gateway | cut -c1-64 >bin/gateway.sha256
+CGO_ENABLED=0 LDFLAGS=-s sh gobuild.sh -tags jail_server -o bin/server ./server
 LDFLAGS='-s -linkmode external -extldflags -static' sh gobuild.sh -tags netgo,osusergo -o bin/tools ./tools
-for p in server tools gateway; do
+for p in server tools; do
 	sha256sum "bin/$p" | cut -c1-64 >"bin/$p.sha256"
 done
 cat >generated.go <<'GO'
