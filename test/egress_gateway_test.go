@@ -119,17 +119,42 @@ except OSError as e:
 			{"rebinding to loopback", "curl -s -o /dev/null -w '%{http_code}' " + proxy + " http://loop.test/", "403"},
 			{"rebinding to metadata", "curl -s -o /dev/null -w '%{http_code}' " + proxy + " http://meta.test/", "403"},
 			{"ipv4-mapped metadata", "curl -s -o /dev/null -w '%{http_code}' " + proxy + " 'http://[::ffff:169.254.169.254]/'", "403"},
+			{"ipv6 loopback by proxy", "curl -s -o /dev/null -w '%{http_code}' " + proxy + " 'http://[::1]/'", "403"},
+			{"ipv6 direct", "curl -sS --noproxy '*' 'http://[2001:db8::1]/'; echo exit=$?", "exit=7"},
 			{"the gateway itself", "curl -s -o /dev/null -w '%{http_code}' " + proxy + " http://127.0.0.1:3128/", "40"}, // 400 or 403
 			{"the sandbox's own address", "curl -s -o /dev/null -w '%{http_code}' " + proxy + " http://127.100.0.1/", "403"},
 			{"host differs from name", "curl -s -o /dev/null -w '%{http_code}' --noproxy '*' -H 'Host: other.test' http://allowed.test/h; echo exit=$?", "exit="},
 			{"second host kept alive", "curl -s -o /dev/null -o /dev/null -w '%{http_code} ' http://allowed.test/k1 http://other.test/k2", "200 403"},
 			{"pipelined second host", pipelined, "ok 1 second 0"},
 			{"sni differs from connect", "openssl s_client -brief -proxy 127.0.0.1:3128 -connect allowed.test:443 -servername other.test </dev/null; echo exit=$?", "exit=1"},
+			{"relayed in the sandbox", `python3 -c "$RELAY" >/dev/null 2>&1 & r=$!; sleep 0.5; curl -s -o /dev/null -w '%{http_code} ' -x http://127.0.0.1:9999 http://other.test/relayed; curl -s -o /dev/null -w '%{http_code}' -x http://127.0.0.1:9999 http://allowed.test/relayed; kill $r`, "403 200"},
 			{"udp", udp, "errno"},
 			{"raw", raw, "errno"},
 		}
+		// A relay the sandbox runs itself, between its clients and the
+		// gateway's proxy: the gateway decides by the target alone, so it
+		// changes nothing (claude-code #87381 was a proxy that did not).
+		relay := `
+import socket, threading
+l = socket.socket()
+l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("127.0.0.1", 9999))
+l.listen()
+def pipe(a, b):
+    while True:
+        d = a.recv(65536)
+        if not d:
+            break
+        b.sendall(d)
+    b.shutdown(socket.SHUT_WR)
+while True:
+    c, _ = l.accept()
+    u = socket.create_connection(("127.0.0.1", 3128))
+    threading.Thread(target=pipe, args=(c, u), daemon=True).start()
+    threading.Thread(target=pipe, args=(u, c), daemon=True).start()
+`
 		out := n.runCases(m, []string{"SSL_CERT_FILE=" + ca.pemFile},
-			[]string{"--net", "allow=allowed.test,loop.test,meta.test,127.0.0.2", "--mount", caDir + ":/opt/ca:ro"}, cases)
+			[]string{"--net", "allow=allowed.test,loop.test,meta.test,127.0.0.2", "--mount", caDir + ":/opt/ca:ro", "--env", "RELAY=" + relay}, cases)
 		if strings.Contains(out["host differs from name"], "200") {
 			t.Errorf("a Host other than the name was served: %q", out["host differs from name"])
 		}
