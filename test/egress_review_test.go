@@ -66,3 +66,85 @@ func TestEgressTrustBundleCopiesNoKernelFile(t *testing.T) {
 		}
 	})
 }
+
+// takeGatewaySockets tries, from inside a sandbox, to bind every address
+// the gateway listens on (plain, SO_REUSEADDR, SO_REUSEPORT, both, with
+// IP_FREEBIND; IPv6 dual-stack over the wildcard ones), and looks for a
+// sandbox process holding one of the gateway's sockets. It prints one
+// line per success, then "checked".
+const takeGatewaySockets = `import socket, errno, os
+IP_FREEBIND = 15
+RA = (socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+RP = (socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+FB = (socket.IPPROTO_IP, IP_FREEBIND, 1)
+S, D = socket.SOCK_STREAM, socket.SOCK_DGRAM
+def bind(fam, typ, addr, opts):
+    s = socket.socket(fam, typ)
+    try:
+        for o in opts: s.setsockopt(*o)
+        s.bind(addr)
+        if typ == S: s.listen(1)
+        return "bound"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e))
+    finally:
+        s.close()
+targets = [(S, "127.0.0.1", 3128), (S, "0.0.0.0", 3128), (S, "127.0.0.1", 1080), (S, "0.0.0.0", 1080),
+    (D, "127.0.0.53", 53), (D, "0.0.0.0", 53), (S, "127.0.0.53", 53), (S, "0.0.0.0", 80), (S, "127.100.0.1", 80),
+    (S, "127.0.0.1", 443), (S, "0.0.0.0", 443)]
+for typ, host, port in targets:
+    for opts in ([], [RA], [RP], [RA, RP], [FB, RA, RP]):
+        r = bind(socket.AF_INET, typ, (host, port), opts)
+        if r not in ("EADDRINUSE", "EACCES"):
+            print("took", host, port, typ, len(opts), r)
+    if host == "0.0.0.0":
+        s = socket.socket(socket.AF_INET6, typ)
+        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        try:
+            s.bind(("::", port))
+            print("took [::]", port, "dual-stack")
+        except OSError:
+            pass
+        s.close()
+inodes = set()
+for table in ("tcp", "udp"):
+    for line in open("/proc/net/" + table).read().splitlines()[1:]:
+        f = line.split()
+        if int(f[1].split(":")[1], 16) in (3128, 1080, 53, 80, 443):
+            inodes.add("socket:[%s]" % f[9])
+if len(inodes) != 6:
+    print("gateway sockets in the tables:", len(inodes))
+for pid in os.listdir("/proc"):
+    if not pid.isdigit(): continue
+    try:
+        fds = os.listdir("/proc/%s/fd" % pid)
+    except OSError:
+        continue
+    for fd in fds:
+        try:
+            if os.readlink("/proc/%s/fd/%s" % (pid, fd)) in inodes:
+                print("process", pid, "holds a gateway socket")
+        except OSError:
+            pass
+print("checked")
+`
+
+// TestEgressSandboxCannotTakeTheGatewaysSockets: a sandbox cannot bind
+// the proxies', the resolver's or the captured ports' addresses, however
+// it sets its socket (the init sets no SO_REUSEPORT and the ports below
+// 1024 need a capability the sandbox lacks), and no process of it holds
+// a copy of the listeners the init handed to the gateway.
+func TestEgressSandboxCannotTakeTheGatewaysSockets(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("needs python3")
+	}
+	forEachMode(t, func(t *testing.T, m mode) {
+		dir := sharedTempDir(t, ownedBy(m))
+		cmd := command(m, "run", "--net", "allow=example.test", "--", "python3", "-c", takeGatewaySockets)
+		cmd.Env = append(cmd.Env, "JAIL_AUDIT_LOG="+filepath.Join(dir, "audit.log"))
+		r := runCmd(t, cmd)
+		if r.code != 0 || r.stdout != "checked\n" {
+			t.Errorf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+	})
+}
