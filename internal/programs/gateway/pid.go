@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
@@ -21,8 +20,16 @@ import (
 // process holding it among the init's descendants (/proc/PID/fd). It is
 // done beside the connection, never in its way, and gives 0 when the
 // process is not found (gone, or too many to look through).
+//
+// The sandbox decides how much there is to look through (its sockets,
+// processes and descriptors) and how often (each query, each connection),
+// and the gateway runs outside its cgroup: so at most maxActiveLookups
+// lookups run at once (another gives 0 at once, without a goroutine), and
+// each reads at most maxSocketLines of the socket table, streamed.
 type pidFinder struct {
 	initPid int
+	// active holds a token per lookup running.
+	active chan struct{}
 
 	mu      sync.Mutex
 	pending map[netip.AddrPort]*pidLookup
@@ -36,10 +43,12 @@ type pidLookup struct {
 
 // Bounds of one lookup and of what is remembered.
 const (
-	maxLookups      = 4096
-	maxProcesses    = 4096
-	maxDescriptors  = 1 << 16
-	lookupWaitLimit = 200 * time.Millisecond
+	maxLookups       = 4096
+	maxActiveLookups = 2
+	maxProcesses     = 4096
+	maxDescriptors   = 1 << 16
+	maxSocketLines   = 1 << 16
+	lookupWaitLimit  = 200 * time.Millisecond
 )
 
 // newPidFinder returns a finder for the sandbox whose init pidfd names,
@@ -52,7 +61,7 @@ func newPidFinder(pidfd *os.File) *pidFinder {
 	for _, line := range strings.Split(string(data), "\n") {
 		if v, ok := strings.CutPrefix(line, "Pid:"); ok {
 			if pid, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && pid > 0 {
-				return &pidFinder{initPid: pid, pending: map[netip.AddrPort]*pidLookup{}}
+				return &pidFinder{initPid: pid, active: make(chan struct{}, maxActiveLookups), pending: map[netip.AddrPort]*pidLookup{}}
 			}
 		}
 	}
@@ -78,11 +87,28 @@ func (f *pidFinder) start(proto string, client, server netip.AddrPort) {
 	f.pending[client] = l
 	f.order = append(f.order, client)
 	f.mu.Unlock()
+	if !f.acquire() {
+		close(l.done) // pid 0: too many lookups at once
+		return
+	}
 	go func() {
-		l.pid = f.find(proto, client, server)
+		defer f.release()
+		l.pid = f.lookup(proto, client, server)
 		close(l.done)
 	}()
 }
+
+// acquire takes a lookup's token, if one is free.
+func (f *pidFinder) acquire() bool {
+	select {
+	case f.active <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (f *pidFinder) release() { <-f.active }
 
 // pid is the pid found for client, waiting a moment for its lookup; 0
 // when none was started or found.
@@ -105,12 +131,18 @@ func (f *pidFinder) pid(client netip.AddrPort) int {
 	}
 }
 
-// find does one lookup, at once: 0 when the process is not found (or f is
-// nil).
+// find does one lookup, at once: 0 when the process is not found, when
+// maxActiveLookups are running (or f is nil).
 func (f *pidFinder) find(proto string, client, server netip.AddrPort) int {
-	if f == nil {
+	if f == nil || !f.acquire() {
 		return 0
 	}
+	defer f.release()
+	return f.lookup(proto, client, server)
+}
+
+// lookup does one lookup, holding a token.
+func (f *pidFinder) lookup(proto string, client, server netip.AddrPort) int {
 	inode := f.socketInode(proto, client, server)
 	if inode == "" {
 		return 0
@@ -138,13 +170,14 @@ func (f *pidFinder) find(proto string, client, server netip.AddrPort) int {
 // socketInode finds the socket bound to client in the sandbox's table of
 // proto ("tcp" or "udp"): for TCP the one connected to server.
 func (f *pidFinder) socketInode(proto string, client, server netip.AddrPort) string {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", f.initPid, proto))
+	table, err := os.Open(fmt.Sprintf("/proc/%d/net/%s", f.initPid, proto))
 	if err != nil {
 		return ""
 	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
+	defer table.Close()
+	sc := bufio.NewScanner(table)
 	sc.Scan() // the header
-	for sc.Scan() {
+	for lines := 0; lines < maxSocketLines && sc.Scan(); lines++ {
 		fields := strings.Fields(sc.Text())
 		if len(fields) < 10 {
 			continue

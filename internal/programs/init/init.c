@@ -69,6 +69,7 @@
 #include <sys/sysmacros.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <time.h>
@@ -1300,21 +1301,52 @@ static int write_all(int fd, const unsigned char *data, size_t len)
 	return 0;
 }
 
+/* kernel_fs_magic are the filesystems whose "regular files" are the
+ * kernel's interfaces (statfs f_type): proc, sysfs, and what a bind of
+ * the host's /sys or /dev could bring along. */
+static const unsigned long kernel_fs_magic[] = {
+	0x9fa0,     /* proc */
+	0x62656572, /* sysfs */
+	0x64626720, /* debugfs */
+	0x74726163, /* tracefs */
+	0x73636673, /* securityfs */
+	0x27e0eb,   /* cgroup */
+	0x63677270, /* cgroup2 */
+	0xcafe4a11, /* bpf */
+	0x6165676c, /* pstore */
+	0xde5e81e4, /* efivarfs */
+	0x62656570, /* configfs */
+	0x1cd1,     /* devpts */
+	0x19800202, /* mqueue */
+	0x42494e4d, /* binfmt_misc */
+	0x65735543, /* fusectl */
+};
+
 /* copy_root_file copies the regular file the root has at path, if any, of
  * at most room bytes, to out. Nothing else is opened for reading: the
  * path is first opened O_PATH (resolved in the root) and checked to be a
- * regular file, so a device or a FIFO an image put there is never opened. */
+ * regular file, so a device or a FIFO an image put there is never opened;
+ * nor is a file of a kernel filesystem, which an image's symlink could
+ * name (/proc/self/mountinfo, /proc/keys): the copy is made before the
+ * pivot and the masks, and the sandbox reads it. */
 static int copy_root_file(int root, const char *path, int out, size_t room)
 {
 	int handle = open_in_root(root, path);
 	if (handle < 0)
 		return errno == ENOENT ? 0 : -1;
 	struct stat st;
-	if (fstat(handle, &st) != 0) {
+	struct statfs sfs;
+	if (fstat(handle, &st) != 0 || fstatfs(handle, &sfs) != 0) {
+		int saved = errno;
 		close(handle);
+		errno = saved;
 		return -1;
 	}
-	if (!S_ISREG(st.st_mode)) {
+	bool kernel_fs = false;
+	for (size_t i = 0; i < sizeof(kernel_fs_magic) / sizeof(kernel_fs_magic[0]); i++)
+		if ((unsigned long)sfs.f_type == kernel_fs_magic[i])
+			kernel_fs = true;
+	if (!S_ISREG(st.st_mode) || kernel_fs) {
 		close(handle);
 		return 0;
 	}
