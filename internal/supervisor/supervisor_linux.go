@@ -274,6 +274,16 @@ func (s *supervisor) bootThenEnter(initEnd *os.File) error {
 // janitor that removes it), the control socket, the program and the plan's
 // files.
 func (s *supervisor) close() {
+	// Listeners nobody took (the run ended before its gateway had them):
+	// set before ready was closed, so read after it.
+	select {
+	case <-s.ready:
+		for _, f := range s.listeners {
+			f.Close()
+		}
+		s.listeners = nil
+	default:
+	}
 	s.command.close()
 	s.destroyCgroup()
 	if s.conn != nil {
@@ -330,7 +340,7 @@ func (s *supervisor) finish(ctx context.Context, job *Job, process *config.Proce
 
 	// The init was born in its cgroup: the command may start as soon as
 	// the init is ready.
-	release := control.Message{Kind: control.KindRelease, Process: process}
+	releaseMsg := control.Message{Kind: control.KindRelease, Process: process}
 	var files []*os.File
 	if process != nil && s.job.Stdin != nil {
 		stdin, err := s.stdinFor()
@@ -346,13 +356,22 @@ func (s *supervisor) finish(ctx context.Context, job *Job, process *config.Proce
 	// The gateway gets its sockets before the command can use them: a
 	// gateway that refuses its rules ends the sandbox unstarted.
 	var egressErr error
+	release := true
 	if s.job.Egress != nil {
-		egressErr = s.handOverListeners()
+		egressErr = s.handOverListeners(ctx)
+		if errors.Is(egressErr, errNotReady) {
+			// The timeout or the caller's cancellation came first: the
+			// wait below ends the sandbox, unreleased, as either says.
+			egressErr, release = nil, false
+		}
 	}
-	if egressErr != nil {
+	switch {
+	case egressErr != nil:
 		_ = s.init.signal(syscall.SIGKILL)
-	} else if err := s.conn.Send(release, files...); err != nil {
-		_ = s.init.signal(syscall.SIGKILL)
+	case release:
+		if err := s.conn.Send(releaseMsg, files...); err != nil {
+			_ = s.init.signal(syscall.SIGKILL)
+		}
 	}
 
 	var timeout <-chan time.Time
@@ -447,14 +466,29 @@ wait:
 	return res, nil
 }
 
+// errNotReady: the run's timeout passed, or its context was done, before
+// the init was ready.
+var errNotReady = errors.New("the sandbox was not ready in time")
+
 // handOverListeners waits for the init to be ready and gives the job's
 // Egress its listeners. An init that ends first failed its setup, which
-// its report says: that is the run's error, not this.
-func (s *supervisor) handOverListeners() error {
+// its report says: that is the run's error, not this. The run's timeout
+// and ctx bound the wait (errNotReady).
+func (s *supervisor) handOverListeners(ctx context.Context) error {
+	var deadline <-chan time.Time
+	if s.job.Timeout > 0 {
+		t := time.NewTimer(s.job.Timeout - time.Since(s.start))
+		defer t.Stop()
+		deadline = t.C
+	}
 	select {
 	case <-s.ready:
 	case <-s.reaped:
 		return nil
+	case <-ctx.Done():
+		return errNotReady
+	case <-deadline:
+		return errNotReady
 	}
 	listeners := s.listeners
 	s.listeners = nil

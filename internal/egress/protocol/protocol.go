@@ -155,6 +155,19 @@ func send(fd int, v any, flags int, files []*os.File) error {
 	if len(b) > MaxMessage {
 		return fmt.Errorf("egress protocol: message of %d bytes, at most %d", len(b), MaxMessage)
 	}
+	// A packet is at most the socket's send buffer (some hundreds of
+	// KiB); a larger message (a configuration with large secrets) goes in
+	// a sealed memfd attached after the files.
+	packet := append([]byte{inline}, b...)
+	if len(b) > maxInline {
+		memfd, err := sealedCopy(b)
+		if err != nil {
+			return err
+		}
+		defer memfd.Close()
+		files = append(append([]*os.File(nil), files...), memfd)
+		packet = []byte{inMemfd}
+	}
 	var oob []byte
 	if len(files) > 0 {
 		fds := make([]int, len(files))
@@ -164,7 +177,7 @@ func send(fd int, v any, flags int, files []*os.File) error {
 		oob = unix.UnixRights(fds...)
 	}
 	for {
-		err = unix.Sendmsg(fd, b, oob, nil, unix.MSG_NOSIGNAL|flags)
+		err = unix.Sendmsg(fd, packet, oob, nil, unix.MSG_NOSIGNAL|flags)
 		if err != unix.EINTR {
 			break
 		}
@@ -172,16 +185,66 @@ func send(fd int, v any, flags int, files []*os.File) error {
 	return err
 }
 
+// The first byte of a packet says where its message is.
+const (
+	inline  = 'J' // the rest of the packet
+	inMemfd = 'M' // the last file attached, a sealed memfd
+)
+
+// maxInline is the largest message sent in its packet.
+const maxInline = 32 << 10
+
+// sealedCopy is a memfd holding b, sealed against any change.
+func sealedCopy(b []byte) (*os.File, error) {
+	fd, err := unix.MemfdCreate("jail-egress-message", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, fmt.Errorf("egress protocol: memfd: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "jail-egress-message")
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("egress protocol: memfd: %w", err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SEAL|unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_WRITE); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("egress protocol: seal: %w", err)
+	}
+	return f, nil
+}
+
+// readSealed reads a message from a memfd sealed as sealedCopy seals it,
+// of at most limit bytes.
+func readSealed(f *os.File, limit int) ([]byte, error) {
+	seals, err := unix.FcntlInt(f.Fd(), unix.F_GET_SEALS, 0)
+	want := unix.F_SEAL_SEAL | unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE
+	if err != nil || seals&want != want {
+		return nil, errors.New("egress protocol: a message in an unsealed file")
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return nil, err
+	}
+	if st.Size > int64(limit) {
+		return nil, fmt.Errorf("egress protocol: message of %d bytes, at most %d", st.Size, limit)
+	}
+	b := make([]byte, st.Size)
+	if _, err := f.ReadAt(b, 0); err != nil && int64(len(b)) != 0 {
+		return nil, fmt.Errorf("egress protocol: %w", err)
+	}
+	return b, nil
+}
+
 // ErrClosed is what Recv returns once the other end has hung up.
 var ErrClosed = errors.New("egress protocol: closed")
 
 // Recv reads one message of at most maxBytes (at most MaxMessage) on the
 // socket fd into v, and the files attached (close-on-exec). A message
-// with more than maxFiles files, or cut short, is an error; its files are
-// closed.
+// with more than maxFiles files, cut short, or in an unsealed memfd is an
+// error; its files are closed.
 func Recv(fd int, v any, maxBytes, maxFiles int) ([]*os.File, error) {
 	buf := make([]byte, min(maxBytes, MaxMessage)+1)
-	oob := make([]byte, unix.CmsgSpace(4*maxFiles))
+	// One more than maxFiles: a message that came in a memfd.
+	oob := make([]byte, unix.CmsgSpace(4*(maxFiles+1)))
 	var n, oobn, flags int
 	var err error
 	for {
@@ -194,9 +257,16 @@ func Recv(fd int, v any, maxBytes, maxFiles int) ([]*os.File, error) {
 		return nil, err
 	}
 	var files []*os.File
+	fail := func(err error) ([]*os.File, error) {
+		for _, f := range files {
+			f.Close()
+		}
+		return nil, err
+	}
 	if oobn > 0 {
 		msgs, perr := unix.ParseSocketControlMessage(oob[:oobn])
 		if perr != nil {
+			// Whatever descriptors came cannot be named: none is kept.
 			return nil, perr
 		}
 		for _, m := range msgs {
@@ -209,19 +279,32 @@ func Recv(fd int, v any, maxBytes, maxFiles int) ([]*os.File, error) {
 			}
 		}
 	}
-	fail := func(err error) ([]*os.File, error) {
-		for _, f := range files {
-			f.Close()
-		}
-		return nil, err
-	}
 	if flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 || n >= len(buf) {
 		return fail(errors.New("egress protocol: message cut short, or too many files"))
 	}
 	if n == 0 && oobn == 0 {
 		return nil, ErrClosed
 	}
-	if err := json.Unmarshal(buf[:n], v); err != nil {
+	var body []byte
+	switch {
+	case n >= 1 && buf[0] == inline:
+		body = buf[1:n]
+	case n == 1 && buf[0] == inMemfd && len(files) > 0:
+		memfd := files[len(files)-1]
+		files = files[:len(files)-1]
+		var err error
+		body, err = readSealed(memfd, min(maxBytes, MaxMessage))
+		memfd.Close()
+		if err != nil {
+			return fail(err)
+		}
+	default:
+		return fail(errors.New("egress protocol: a packet of no known form"))
+	}
+	if len(files) > maxFiles {
+		return fail(fmt.Errorf("egress protocol: %d files, at most %d", len(files), maxFiles))
+	}
+	if err := json.Unmarshal(body, v); err != nil {
 		return fail(fmt.Errorf("egress protocol: %w", err))
 	}
 	return files, nil

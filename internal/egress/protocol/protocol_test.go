@@ -76,3 +76,34 @@ func TestRecvRefusesWhatItCannotHold(t *testing.T) {
 		t.Errorf("after a hang-up: %v", err)
 	}
 }
+
+// TestLargeMessagesGoInASealedMemfd: a message larger than a packet can
+// be (a configuration with large secrets) arrives whole, through a sealed
+// memfd that is not among the files the receiver gets; an unsealed one is
+// refused.
+func TestLargeMessagesGoInASealedMemfd(t *testing.T) {
+	a, b := pair(t)
+	big := Config{Rules: "example.com", Secrets: []Secret{{Name: "A", Value: strings.Repeat("v", 1<<20), Hosts: []string{"example.com"}}}}
+	if err := Send(a, big); err != nil {
+		t.Fatal(err)
+	}
+	var got Config
+	files, err := Recv(b, &got, MaxMessage, 0)
+	if err != nil || len(files) != 0 || len(got.Secrets) != 1 || got.Secrets[0].Value != big.Secrets[0].Value {
+		t.Fatalf("got %d files, %v", len(files), err)
+	}
+	// A peer that sends an unsealed file in a message's place.
+	fd, err := unix.MemfdCreate("x", unix.MFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fd), "x")
+	defer f.Close()
+	_, _ = f.Write([]byte(`{"rules":"x"}`))
+	if err := unix.Sendmsg(a, []byte{inMemfd}, unix.UnixRights(fd), nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Recv(b, &got, MaxMessage, 0); err == nil {
+		t.Error("a message in an unsealed memfd was read")
+	}
+}
