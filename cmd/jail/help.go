@@ -38,8 +38,9 @@ var runOptions = []optionGroup{
 	}},
 	{"Policy", []option{
 		{"profile", "NAME", "named policy: seccomp, limits, masks (default default)"},
-		{"net", "none", "network: none, a loopback interface only (default none)"},
-		{"secret", "NAME", "a secret (jail secret add) given to the command as the variable NAME; its value is scrubbed from the output"},
+		{"net", "none|allow=RULES", "network: none, a loopback interface only (default); allow=RULE[,RULE...], jail's egress gateway to the hosts the rules allow (docs/egress.md)"},
+		{"net-limit", "conns=N,bytes=SIZE,rate=SIZE", "the gateway's limits: connections at once (default 256), bytes in all, bytes per second"},
+		{"secret", "NAME[@HOST,...]", "a secret (jail secret add) given to the command as the variable NAME, its value scrubbed from the output; bound to hosts, the command gets a placeholder and the gateway puts the value in requests to those hosts only"},
 	}},
 	{"Identity and environment", []option{
 		{"user", "UID[:GID]", "identity inside the sandbox (default 0, never host root)"},
