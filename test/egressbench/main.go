@@ -41,14 +41,19 @@ import (
 
 func main() {
 	jailBin := flag.String("jail", "bin/jail", "the jail binary")
-	rounds := flag.Int("n", 100, "start-ups of each kind, interleaved")
+	baseBin := flag.String("base", "", "a second jail binary (say, main's) measured beside -jail, interleaved, rows marked (base)")
+	rounds := flag.Int("n", 100, "start-ups of each kind, interleaved (0: none)")
 	size := flag.Int("mib", 256, "MiB downloaded per throughput round")
+	tputRounds := flag.Int("rounds", 5, "throughput rounds, each path once per round, interleaved")
+	requests := flag.Int("requests", 200, "requests per path for the time to the first byte, spread over the rounds")
+	shell := flag.String("sh", "", "instead of measuring, run this shell script in a sandbox of -jail set up as for the measures, and print what it prints; $BENCH_CA is the server's CA, "+host+" its name")
+	outside := flag.Bool("outside", false, "with -sh: run the script in the namespace but outside any sandbox (as the direct path is measured: resolve "+host+" with curl's --resolve "+host+":443:"+address+")")
 	flag.Parse()
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "egressbench: skipped: needs root (it makes a network namespace)")
 		return
 	}
-	if err := run(*jailBin, *rounds, *size); err != nil {
+	if err := run(*jailBin, *baseBin, *shell, *outside, *rounds, *size, max(*tputRounds, 1), max(*requests, 1)); err != nil {
 		fmt.Fprintln(os.Stderr, "egressbench:", err)
 		os.Exit(1)
 	}
@@ -59,8 +64,18 @@ const (
 	address = "127.0.0.2"
 )
 
-func run(jailBin string, rounds, mib int) error {
+// binary is a jail binary measured, and how its rows are marked.
+type binary struct {
+	path, mark string
+}
+
+func run(jailBin, baseBin, shell string, outside bool, rounds, mib, tputRounds, requests int) error {
 	jailBin, _ = filepath.Abs(jailBin)
+	bins := []binary{{jailBin, ""}}
+	if baseBin != "" {
+		baseBin, _ = filepath.Abs(baseBin)
+		bins = append(bins, binary{baseBin, " (base)"})
+	}
 	dir, err := os.MkdirTemp("", "egressbench-")
 	if err != nil {
 		return err
@@ -102,8 +117,8 @@ func run(jailBin string, rounds, mib int) error {
 	if err := os.WriteFile(hosts, []byte("127.0.0.1 localhost\n"+address+" "+host+"\n"), 0o644); err != nil {
 		return err
 	}
-	// The audit log is jail's state: no directory holding it may be
-	// mounted into a sandbox, so it is apart from dir.
+	// The audit log lives apart from dir: jail refuses to mount a tree
+	// that holds it into a sandbox.
 	auditDir, err := os.MkdirTemp("", "egressbench-audit-")
 	if err != nil {
 		return err
@@ -118,38 +133,51 @@ func run(jailBin string, rounds, mib int) error {
 		return cmd
 	}
 	rules := "allow=" + host + "," + address
-	sandbox := func(args ...string) []string {
-		return append([]string{jailBin, "run", "--net", rules, "--mount", dir + ":/opt/bench:ro", "--"}, args...)
+	sandbox := func(bin string, args ...string) []string {
+		return append([]string{bin, "run", "--net", rules, "--mount", dir + ":/opt/bench:ro", "--"}, args...)
 	}
 	const cacert = "/opt/bench/ca.pem"
+	if shell != "" {
+		cmd := in(sandbox(jailBin, "sh", "-c", "BENCH_CA="+cacert+"; "+shell)...)
+		if outside {
+			cmd = in("sh", "-c", "BENCH_CA="+caFile+"; "+shell)
+		}
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		return cmd.Run()
+	}
 
-	fmt.Printf("\n## Egress gateway: HTTPS on loopback, %d MiB per download (medians of 5)\n\n", mib)
-	fmt.Println("| path | throughput | ratio to direct | gateway CPU per MiB |")
-	fmt.Println("|---|---|---|---|")
-	curl := func(extra ...string) []string {
-		return append([]string{"curl", "-sS", "-o", "/dev/null", "-w", "%{speed_download}\\n"}, extra...)
-	}
+	// The paths measured: direct, then each binary's proxy and captured
+	// port. A path runs a shell script in which OPTS stands for curl's
+	// options of the path.
 	type path struct {
-		name string
-		cmd  func() *exec.Cmd
+		name, bin, opts string
 	}
-	paths := []path{
-		{"direct (curl --resolve)", func() *exec.Cmd {
-			return in(curl("--cacert", caFile, "--resolve", host+":443:"+address, "https://"+host+"/big")...)
-		}},
-		{"through the proxy (CONNECT)", func() *exec.Cmd {
-			return in(sandbox(curl("--cacert", cacert, "https://"+host+"/big")...)...)
-		}},
-		{"captured port 443", func() *exec.Cmd {
-			return in(sandbox(curl("--noproxy", "*", "--cacert", cacert, "https://"+host+"/big")...)...)
-		}},
+	paths := []path{{"direct (curl --resolve)", "", "--cacert " + caFile + " --resolve " + host + ":443:" + address}}
+	for _, b := range bins {
+		paths = append(paths,
+			path{"through the proxy (CONNECT)" + b.mark, b.path, "--cacert " + cacert},
+			path{"captured port 443" + b.mark, b.path, "--noproxy '*' --cacert " + cacert})
 	}
+	script := func(p path, tmpl string) *exec.Cmd {
+		sh := strings.ReplaceAll(tmpl, "OPTS", p.opts)
+		if p.bin == "" {
+			return in("sh", "-c", sh)
+		}
+		return in(sandbox(p.bin, "sh", "-c", sh)...)
+	}
+
+	fmt.Printf("\n## Egress gateway: HTTPS on loopback, %d MiB per download (medians of %d, interleaved)\n\n", mib, tputRounds)
+	// The CPU times are in clock ticks (10 ms): per MiB they are summed
+	// over the rounds, not a median of coarse values.
+	fmt.Println("| path | throughput | ratio to direct | gateway CPU per MiB (all rounds) | gateway CPU per second of transfer |")
+	fmt.Println("|---|---|---|---|---|")
 	speeds := make([][]float64, len(paths))
 	cpus := make([][]float64, len(paths))
-	for round := 0; round < 5; round++ {
+	loads := make([][]float64, len(paths))
+	download := `exec curl -sS -o /dev/null -w '%{speed_download}\n' OPTS https://` + host + `/big`
+	for round := 0; round < tputRounds; round++ {
 		for i, p := range paths {
-			cmd := p.cmd()
-			cpu, out, err := withGatewayCPU(cmd)
+			cpu, out, err := withGatewayCPU(script(p, download))
 			if err != nil {
 				return fmt.Errorf("%s: %v: %s", p.name, err, out)
 			}
@@ -158,65 +186,89 @@ func run(jailBin string, rounds, mib int) error {
 				return fmt.Errorf("%s: %q", p.name, out)
 			}
 			speeds[i] = append(speeds[i], v)
-			cpus[i] = append(cpus[i], cpu.Seconds()*1000/float64(mib))
+			perMiB := cpu.Seconds() * 1000 / float64(mib)
+			cpus[i] = append(cpus[i], perMiB)
+			// CPU ms per MiB times MiB per second: the share of one core
+			// the gateway took while the download ran.
+			loads[i] = append(loads[i], perMiB*v/(1<<20)/1000)
 		}
 	}
 	direct := median(speeds[0])
 	for i, p := range paths {
-		cpu := "-"
+		cpu, load := "-", "-"
 		if i > 0 {
-			cpu = fmt.Sprintf("%.2f ms", median(cpus[i]))
+			sum := 0.0
+			for _, v := range cpus[i] {
+				sum += v
+			}
+			cpu = fmt.Sprintf("%.3f ms", sum/float64(len(cpus[i])))
+			load = fmt.Sprintf("%.0f %% of a core", 100*median(loads[i]))
 		}
-		fmt.Printf("| %s | %.0f MiB/s | %.2f× | %s |\n", p.name, median(speeds[i])/(1<<20), median(speeds[i])/direct, cpu)
+		fmt.Printf("| %s | %.0f MiB/s | %.2f× | %s | %s |\n", p.name, median(speeds[i])/(1<<20), median(speeds[i])/direct, cpu, load)
 	}
 
-	fmt.Println("\n## Egress gateway: time to the first byte of a 1 MiB HTTPS answer, 200 requests each (medians)")
+	fmt.Printf("\n## Egress gateway: a new HTTPS connection for a 1 MiB answer, %d requests each over %d interleaved rounds (medians)\n\n", requests, tputRounds)
+	fmt.Println("TCP connected: to the server, the proxy or the captured address (the captured path's name lookup, through the sandbox's resolver, included); TLS connected: the handshake with the server done (through the proxy: after CONNECT's answer); first byte: of the answer.")
 	fmt.Println()
-	fmt.Println("| path | median | added |")
-	fmt.Println("|---|---|---|")
-	loop := func(extra string) string {
-		return fmt.Sprintf(`for i in $(seq 200); do curl -sS -o /dev/null -w '%%{time_starttransfer}\n' %s https://%s/small; done`, extra, host)
-	}
-	firsts := []struct {
-		name string
-		cmd  *exec.Cmd
-	}{
-		{"direct", in("sh", "-c", loop("--cacert "+caFile+" --resolve "+host+":443:"+address))},
-		{"through the proxy (CONNECT)", in(sandbox("sh", "-c", loop("--cacert "+cacert))...)},
-		{"captured port 443", in(sandbox("sh", "-c", loop("--noproxy '*' --cacert "+cacert))...)},
-	}
-	var base float64
-	for i, f := range firsts {
-		out, err := f.cmd.CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("%s: %v: %s", f.name, err, out)
+	fmt.Println("| path | TCP connected | TLS connected | first byte | added (TLS connected) | added (first byte) |")
+	fmt.Println("|---|---|---|---|---|---|")
+	const fields = 3 // time_connect, time_appconnect, time_starttransfer
+	times := make([][fields][]float64, len(paths))
+	for round := 0; round < tputRounds; round++ {
+		n := requests / tputRounds
+		if round < requests%tputRounds {
+			n++
 		}
-		var ts []float64
-		for _, l := range strings.Fields(string(out)) {
-			if v, err := strconv.ParseFloat(l, 64); err == nil {
-				ts = append(ts, v*1000)
-			}
-		}
-		m := median(ts)
-		if i == 0 {
-			base = m
-			fmt.Printf("| %s | %.3f ms | |\n", f.name, m)
+		if n == 0 {
 			continue
 		}
-		fmt.Printf("| %s | %.3f ms | %+.3f ms |\n", f.name, m, m-base)
+		loop := fmt.Sprintf(`for i in $(seq %d); do curl -sS -o /dev/null -w '%%{time_connect} %%{time_appconnect} %%{time_starttransfer}\n' OPTS https://%s/small; done`, n, host)
+		for i, p := range paths {
+			out, err := script(p, loop).CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("%s: %v: %s", p.name, err, out)
+			}
+			for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+				f := strings.Fields(line)
+				if len(f) != fields {
+					return fmt.Errorf("%s: %q", p.name, line)
+				}
+				for k := range f {
+					v, err := strconv.ParseFloat(f[k], 64)
+					if err != nil {
+						return fmt.Errorf("%s: %q", p.name, line)
+					}
+					times[i][k] = append(times[i][k], v*1000)
+				}
+			}
+		}
+	}
+	for i, p := range paths {
+		tcp, tlsDone, first := median(times[i][0]), median(times[i][1]), median(times[i][2])
+		added := " | |"
+		if i > 0 {
+			added = fmt.Sprintf(" %+.3f ms | %+.3f ms |", tlsDone-median(times[0][1]), first-median(times[0][2]))
+		}
+		fmt.Printf("| %s | %.3f ms | %.3f ms | %.3f ms |%s\n", p.name, tcp, tlsDone, first, added)
 	}
 
+	if rounds == 0 {
+		return nil
+	}
 	fmt.Printf("\n## Start-up with the gateway: jail run /bin/true, %d interleaved rounds (medians)\n\n", rounds)
 	fmt.Println("| what | median | ratio to --net none |")
 	fmt.Println("|---|---|---|")
-	kinds := []struct {
+	type kind struct {
 		name string
 		args []string
-	}{
-		{"--net none", []string{jailBin, "run", "--", "/bin/true"}},
-		{"--net allow=" + host, []string{jailBin, "run", "--net", "allow=" + host, "--", "/bin/true"}},
 	}
-	times := make([][]float64, len(kinds))
+	var kinds []kind
+	for _, b := range bins {
+		kinds = append(kinds,
+			kind{"--net none" + b.mark, []string{b.path, "run", "--", "/bin/true"}},
+			kind{"--net allow=" + host + b.mark, []string{b.path, "run", "--net", "allow=" + host, "--", "/bin/true"}})
+	}
+	starts := make([][]float64, len(kinds))
 	for r := 0; r < rounds; r++ {
 		for i, k := range kinds {
 			cmd := exec.Command(k.args[0], k.args[1:]...)
@@ -225,11 +277,12 @@ func run(jailBin string, rounds, mib int) error {
 			if out, err := cmd.CombinedOutput(); err != nil {
 				return fmt.Errorf("%s: %v: %s", k.name, err, out)
 			}
-			times[i] = append(times[i], float64(time.Since(start).Microseconds())/1000)
+			starts[i] = append(starts[i], float64(time.Since(start).Microseconds())/1000)
 		}
 	}
 	for i, k := range kinds {
-		fmt.Printf("| jail run %s /bin/true | %.2f ms | %.2f× |\n", k.name, median(times[i]), median(times[i])/median(times[0]))
+		none := median(starts[i-i%2])
+		fmt.Printf("| jail run %s /bin/true | %.2f ms | %.2f× |\n", k.name, median(starts[i]), median(starts[i])/none)
 	}
 	return nil
 }

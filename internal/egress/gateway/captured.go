@@ -121,7 +121,7 @@ func (g *Gateway) serveCapturedTLS(nc net.Conn) {
 		return
 	}
 	c.ended("TLS relayed")
-	c.splice(c.br, up.conn, up.conn)
+	c.splice(up.conn, nil)
 }
 
 // looksLikeHTTP reports whether the buffered bytes begin like a request

@@ -112,14 +112,15 @@ func isTimeout(err error) bool {
 
 // splice relays client ↔ upstream until both directions end: what one
 // side half-closes is half-closed on the other; an error either way ends
-// both. clientR replays what was read of the client already, upR what
-// was read of upstream.
-func (c *conn) splice(clientR io.Reader, up net.Conn, upR io.Reader) {
+// both. What c.br holds of the client goes first, and so does what upBr
+// (may be nil) holds of upstream; the rest is relayed by relay, spliced
+// in the kernel when it can be.
+func (c *conn) splice(up net.Conn, upBr *bufio.Reader) {
 	errc := make(chan error, 1)
 	// This goroutine always ends before splice returns: an error or
 	// Close closes both connections.
 	go func() {
-		_, err := io.Copy(up, clientR)
+		err := c.relay(up, c.client, c.br)
 		if err == nil {
 			err = closeWrite(up)
 		} else {
@@ -128,7 +129,7 @@ func (c *conn) splice(clientR io.Reader, up net.Conn, upR io.Reader) {
 		}
 		errc <- err
 	}()
-	_, err := io.Copy(c.client, upR)
+	err := c.relay(c.client, up, upBr)
 	if err == nil {
 		_ = c.client.CloseWrite()
 	} else {

@@ -523,7 +523,7 @@ func (s *httpSession) forward(req *request, host string, port int) (keep bool, r
 		if err := writeInterim(s.c.client, resp); err != nil {
 			return fail(err.Error())
 		}
-		s.c.splice(s.c.br, s.up, s.upBr)
+		s.c.splice(s.up, s.upBr)
 		return false, "a WebSocket relayed"
 	}
 	removeHopHeaders(resp.Header)

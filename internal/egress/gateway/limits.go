@@ -111,14 +111,8 @@ func (m *meteredConn) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	n, err := m.Conn.Read(p)
-	m.up.Add(int64(n))
-	if m.g.budget != nil {
-		m.g.budget.give(reserved - n)
-	}
-	if n > 0 && m.g.bucket != nil {
-		if werr := m.g.bucket.take(n); werr != nil && err == nil {
-			err = werr
-		}
+	if serr := m.settle(&m.up, reserved, n); serr != nil && err == nil {
+		err = serr
 	}
 	return n, err
 }
@@ -132,14 +126,8 @@ func (m *meteredConn) Write(p []byte) (int, error) {
 		}
 		n, err := m.Conn.Write(part)
 		written += n
-		m.down.Add(int64(n))
-		if m.g.budget != nil {
-			m.g.budget.give(reserved - n)
-		}
-		if n > 0 && m.g.bucket != nil {
-			if werr := m.g.bucket.take(n); werr != nil && err == nil {
-				err = werr
-			}
+		if serr := m.settle(&m.down, reserved, n); serr != nil && err == nil {
+			err = serr
 		}
 		if err != nil {
 			return written, err
@@ -155,18 +143,53 @@ func (m *meteredConn) reserve(p []byte) ([]byte, int, error) {
 	if len(p) == 0 {
 		return p, 0, nil
 	}
-	if b := m.g.bucket; b != nil && len(p) > b.chunk() {
-		p = p[:b.chunk()]
+	k, reserved, err := m.allow(len(p))
+	if err != nil {
+		return nil, 0, err
 	}
+	return p[:k], reserved, nil
+}
+
+// transferMax is the most one transfer may move: the rate's chunk, or
+// limit when there is no rate (or it allows more).
+func (m *meteredConn) transferMax(limit int) int {
+	if b := m.g.bucket; b != nil && limit > b.chunk() {
+		return b.chunk()
+	}
+	return limit
+}
+
+// allow is how many of n bytes (n > 0) one transfer may move (k, at
+// least 1, at most n), after cutting n to the rate's chunk and reserving
+// what it can of it from the budget (reserved: 0 without a budget, else
+// k); errByteLimit when the budget has nothing left. settle ends what
+// allow began.
+func (m *meteredConn) allow(n int) (k, reserved int, err error) {
+	n = m.transferMax(n)
 	if m.g.budget == nil {
-		return p, 0, nil
+		return n, 0, nil
 	}
-	k := m.g.budget.take(len(p))
+	k = m.g.budget.take(n)
 	if k == 0 {
 		m.limitHit.Store(true)
-		return nil, 0, errByteLimit
+		return 0, 0, errByteLimit
 	}
-	return p[:k], k, nil
+	return k, k, nil
+}
+
+// settle records a transfer of moved bytes (counted in count, m.up or
+// m.down) for which reserved bytes were taken from the budget: it gives
+// back what was not used and takes moved from the rate, waiting while the
+// rate is in debt (errClosing: Close cut the wait short).
+func (m *meteredConn) settle(count *atomic.Int64, reserved, moved int) error {
+	count.Add(int64(moved))
+	if m.g.budget != nil {
+		m.g.budget.give(reserved - moved)
+	}
+	if moved > 0 && m.g.bucket != nil {
+		return m.g.bucket.take(moved)
+	}
+	return nil
 }
 
 // CloseWrite half-closes the connection, when it can be.

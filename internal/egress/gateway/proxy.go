@@ -103,7 +103,7 @@ func (c *conn) tunnel(host string, port int, up dialed) {
 			return
 		}
 		c.ended("relayed (the server spoke first)")
-		c.splice(c.br, up.conn, upBr)
+		c.splice(up.conn, upBr)
 		return
 	}
 	if err := c.setDeadline(c.g.headTimeout); err != nil {
@@ -131,7 +131,7 @@ func (c *conn) tunnel(host string, port int, up dialed) {
 		if _, err := up.conn.Write(raw); err != nil {
 			return
 		}
-		c.splice(c.br, up.conn, upBr)
+		c.splice(up.conn, upBr)
 	case sniffHTTP:
 		s := &httpSession{c: c, via: c.ev.Via, fixedHost: host, fixedPort: port,
 			up: up.conn, upBr: upBr, upHost: host, upPort: port, upDial: up}
@@ -146,7 +146,7 @@ func (c *conn) tunnel(host string, port int, up dialed) {
 			return
 		}
 		c.ended("relayed (neither TLS nor HTTP)")
-		c.splice(c.br, up.conn, upBr)
+		c.splice(up.conn, upBr)
 	}
 }
 
