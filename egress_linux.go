@@ -10,12 +10,19 @@ import (
 	"sort"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/jail-sandbox/jail/internal/audit"
 	"github.com/jail-sandbox/jail/internal/config"
+	"github.com/jail-sandbox/jail/internal/egress/known"
 	"github.com/jail-sandbox/jail/internal/egress/launch"
 	"github.com/jail-sandbox/jail/internal/egress/protocol"
+	"github.com/jail-sandbox/jail/internal/privdir"
+	"github.com/jail-sandbox/jail/internal/programs"
 	"github.com/jail-sandbox/jail/internal/secrets"
+	"github.com/jail-sandbox/jail/internal/supervisor"
 	"github.com/jail-sandbox/jail/profiles"
+	"github.com/jail-sandbox/jail/seccomp"
 )
 
 // proxyURL and socksURL are the gateway's proxies as the sandbox reaches
@@ -103,6 +110,57 @@ func startGateway(spec *Spec, rules, name string, detached bool, bound []protoco
 	return gw, nil
 }
 
+// egressJob gives a run's job its gateway: it sets job.Egress, and the
+// sandbox's description what the gateway's answer holds when secrets are
+// bound (which must wait for it). done hangs up on the gateway at the
+// run's end.
+//
+// A rule list that a gateway of this version accepted before (package
+// known) needs no gateway before the command starts: the gateway then
+// starts on the sandbox's first connection or query (lazyGateway), and a
+// run that uses no network pays for none. Otherwise the gateway starts
+// now, beside the sandbox's making, and the command is released only once
+// it has parsed the rules, which are then remembered.
+func egressJob(job *supervisor.Job, c *config.Init, spec *Spec, rules string, bound []protocol.Secret, users *privdir.Passwd) (done func(), err error) {
+	version := programs.Version(programs.Gateway)
+	knownDir := known.Dir(seccomp.CacheDir(users))
+	if len(bound) == 0 && known.Accepted(knownDir, rules, version) {
+		lazy := &lazyGateway{spec: *spec, rules: rules}
+		job.Egress = lazy.arm
+		return lazy.close, nil
+	}
+	started := startGatewayAsync(spec, rules, bound)
+	if len(bound) > 0 {
+		// The sandbox trusts the gateway's authority and gets the
+		// placeholders: both are in the gateway's answer, which the
+		// sandbox's description needs.
+		gw, err := started.wait()
+		var hello protocol.Hello
+		if err == nil {
+			hello, err = gw.Hello()
+			err = gatewayError(err)
+		}
+		if err != nil {
+			started.close()
+			return nil, err
+		}
+		applyHello(c, hello)
+	}
+	denials := spec.NetDenials
+	job.Egress = func(listeners []*os.File, initPidfd *os.File) error {
+		gw, err := started.wait()
+		if err != nil {
+			return err
+		}
+		if err := serveGateway(gw, listeners, initPidfd, denials); err != nil {
+			return err
+		}
+		known.Remember(knownDir, rules, version)
+		return nil
+	}
+	return started.close, nil
+}
+
 // pendingGateway is a gateway being started in the background.
 type pendingGateway struct {
 	done chan struct{}
@@ -132,6 +190,130 @@ func (p *pendingGateway) wait() (*launch.Gateway, error) {
 func (p *pendingGateway) close() {
 	if gw, err := p.wait(); err == nil {
 		_ = gw.Close()
+	}
+}
+
+// lazyGateway is a run's gateway started only when the sandbox first uses
+// its sockets: a connection waiting on a listener, or a query on the
+// resolver's. Until then the sockets' queues hold what arrives (the
+// kernel's backlog), so nothing is lost; the first connection waits the
+// gateway's start.
+type lazyGateway struct {
+	spec  Spec
+	rules string
+
+	armed bool
+	stop  int           // an eventfd that ends the watch
+	done  chan struct{} // closed when the watch has ended
+	gw    *launch.Gateway
+}
+
+// arm watches the sandbox's listeners (descriptors of its own: the
+// supervisor closes the ones it hands over) until the sandbox uses them or
+// close is called.
+func (l *lazyGateway) arm(listeners []*os.File, initPidfd *os.File) error {
+	files := make([]*os.File, 0, len(listeners)+1)
+	dup := func(f *os.File) error {
+		fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 3)
+		if err != nil {
+			return err
+		}
+		files = append(files, os.NewFile(uintptr(fd), f.Name()))
+		return nil
+	}
+	closeAll := func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	for _, f := range listeners {
+		if err := dup(f); err != nil {
+			closeAll()
+			return &SetupError{Step: "egress", Err: err}
+		}
+	}
+	var pidfd *os.File
+	if initPidfd != nil {
+		if err := dup(initPidfd); err != nil {
+			closeAll()
+			return &SetupError{Step: "egress", Err: err}
+		}
+		pidfd = files[len(files)-1]
+		files = files[:len(files)-1]
+	}
+	stop, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		closeAll()
+		if pidfd != nil {
+			pidfd.Close()
+		}
+		return &SetupError{Step: "egress", Err: err}
+	}
+	l.armed, l.stop, l.done = true, stop, make(chan struct{})
+	go l.watch(files, pidfd)
+	return nil
+}
+
+// watch waits for the first use of the listeners, then starts the
+// gateway and hands them over. A gateway that refuses the rules (a
+// remembered list this gateway does not accept after all) ends the
+// sandbox, and says why among jail's notices.
+func (l *lazyGateway) watch(listeners []*os.File, pidfd *os.File) {
+	defer close(l.done)
+	defer func() {
+		for _, f := range listeners {
+			f.Close()
+		}
+		if pidfd != nil {
+			pidfd.Close()
+		}
+	}()
+	fds := make([]unix.PollFd, 0, len(listeners)+1)
+	for _, f := range listeners {
+		fds = append(fds, unix.PollFd{Fd: int32(f.Fd()), Events: unix.POLLIN})
+	}
+	fds = append(fds, unix.PollFd{Fd: int32(l.stop), Events: unix.POLLIN})
+	for {
+		_, err := unix.Poll(fds, -1)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || fds[len(fds)-1].Revents != 0 {
+			return
+		}
+		break
+	}
+	gw, err := startGateway(&l.spec, l.rules, "", false, nil)
+	if err == nil {
+		if err = serveGateway(gw, listeners, pidfd, l.spec.NetDenials); err != nil {
+			_ = gw.Close()
+			gw = nil
+		}
+	}
+	if err != nil {
+		if pidfd != nil {
+			_ = unix.PidfdSendSignal(int(pidfd.Fd()), unix.SIGKILL, nil, 0)
+		}
+		if l.spec.Notices != nil {
+			fmt.Fprintf(l.spec.Notices, "%v (the sandbox was ended)\n", err)
+		}
+		return
+	}
+	l.gw = gw
+}
+
+// close ends the watch and hangs up on the gateway, if it started.
+func (l *lazyGateway) close() {
+	if !l.armed {
+		return
+	}
+	var one [8]byte
+	one[0] = 1
+	_, _ = unix.Write(l.stop, one[:])
+	<-l.done
+	unix.Close(l.stop)
+	if l.gw != nil {
+		_ = l.gw.Close()
 	}
 }
 

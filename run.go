@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"os"
 	"time"
 
 	"github.com/jail-sandbox/jail/internal/egress/protocol"
@@ -57,54 +56,21 @@ func run(ctx context.Context, pool *supervisor.Pool, spec Spec) (Result, *superv
 		spec.Stdout, spec.Stderr, flush = redactWriters(spec.Stdout, spec.Stderr, values)
 		defer flush()
 	}
-	// The egress gateway starts beside the sandbox: opening its program
-	// and its runtime's start take a few milliseconds, which the
-	// sandbox's making hides. It parses the rules before the command is
-	// released. --net allow= starts it now; a profile's network once
-	// prepare has found it.
-	var started *pendingGateway
-	if rules, ok := egressRules(spec.Net); ok {
-		if err := validate(&spec); err != nil {
-			return Result{ExitCode: ExitSetup}, t, err
-		}
-		started = startGatewayAsync(&spec, rules, bound)
-		defer started.close()
-	}
 	p, err := prepare(&spec)
 	if err != nil {
 		return Result{ExitCode: ExitSetup}, t, err
 	}
 	job := jobOf(&spec)
+	// The egress gateway (--net allow=, or the profile's network).
 	if rules, ok := egressRules(spec.Net); ok {
-		if started == nil {
-			started = startGatewayAsync(&spec, rules, bound)
-			defer started.close()
-		}
 		// A pooled sandbox has no gateway's sockets.
 		pool = nil
-		if len(bound) > 0 {
-			// The sandbox trusts the gateway's authority and gets the
-			// placeholders: both are in the gateway's answer, which the
-			// sandbox's description needs.
-			gw, err := started.wait()
-			var hello protocol.Hello
-			if err == nil {
-				hello, err = gw.Hello()
-				err = gatewayError(err)
-			}
-			if err != nil {
-				p.Close()
-				return Result{ExitCode: ExitSetup}, t, redactError(err, values)
-			}
-			applyHello(&p.Config, hello)
+		done, err := egressJob(job, &p.Config, &spec, rules, bound, p.Users)
+		if err != nil {
+			p.Close()
+			return Result{ExitCode: ExitSetup}, t, redactError(err, values)
 		}
-		job.Egress = func(listeners []*os.File, initPidfd *os.File) error {
-			gw, err := started.wait()
-			if err != nil {
-				return err
-			}
-			return serveGateway(gw, listeners, initPidfd, spec.NetDenials)
-		}
+		defer done()
 	}
 	t.Prepared = time.Now()
 	var res Result

@@ -2,6 +2,10 @@ package test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jail-sandbox/jail/api"
+	"github.com/jail-sandbox/jail/internal/programs"
 )
 
 // TestEgressRefusesBadNetSpecs: a --net value or rule the gateway would
@@ -256,4 +261,93 @@ func TestEgressThroughTheAPI(t *testing.T) {
 			t.Errorf("rm: %d %s", status, body)
 		}
 	})
+}
+
+// TestEgressRemembersAcceptedRules: a rule list a gateway accepted once
+// is remembered, and a later sandbox with it starts no gateway until it
+// uses the network (a run that uses none pays for none); its first query
+// then starts one and is answered. A remembered entry the gateway would
+// refuse (planted by the user's own processes) ends the sandbox when the
+// gateway starts, with the reason.
+func TestEgressRemembersAcceptedRules(t *testing.T) {
+	if _, err := exec.LookPath("dig"); err != nil {
+		t.Skip("needs dig (bind9-dnsutils)")
+	}
+	forEachMode(t, func(t *testing.T, m mode) {
+		n := newEgressNet(t, m, nil)
+		name := fmt.Sprintf("lazy-%d-%s.test", time.Now().UnixNano(), m.name)
+		rules := "allow=" + name
+		if r := n.jail(m, "run", "--net", rules, "--", "dig", "+short", name); r.code != 0 || !strings.HasPrefix(r.stdout, "127.100.") {
+			t.Fatalf("first run: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		cmd := n.command(m, "run", "--net", rules, "--", "sh", "-c", "echo up; read line; dig +short "+name)
+		stdin, _ := cmd.StdinPipe()
+		stdout, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 3)
+		if _, err := io.ReadFull(stdout, buf); err != nil || string(buf) != "up\n" {
+			t.Fatalf("read %q: %v", buf, err)
+		}
+		if gatewayOf(name) {
+			t.Errorf("a gateway runs for a sandbox that has not used the network (its rules were accepted before)")
+		}
+		fmt.Fprintln(stdin, "go")
+		rest, _ := io.ReadAll(stdout)
+		if err := cmd.Wait(); err != nil || !strings.HasPrefix(string(rest), "127.100.") {
+			t.Errorf("the query that starts the gateway: %v, %q", err, rest)
+		}
+
+		// An entry for rules the gateway refuses.
+		bad := "allow=*.com"
+		dir := filepath.Join(homeOf(m), ".cache", "jail", "egress")
+		if !m.rootless {
+			dir = "/var/cache/jail/egress"
+		}
+		entry := filepath.Join(dir, knownEntry(strings.TrimPrefix(bad, "allow="), programs.Version(programs.Gateway)))
+		writeOwned(t, entry, strings.TrimPrefix(bad, "allow="), 0o600, ownedBy(m))
+		t.Cleanup(func() { os.Remove(entry) })
+		r := n.jail(m, "run", "--net", bad, "--", "sh", "-c", "dig +short x.com; echo after")
+		if r.code == 0 || strings.Contains(r.stdout, "after") || !strings.Contains(r.stderr, `rule "*.com"`) || !strings.Contains(r.stderr, "the sandbox was ended") {
+			t.Errorf("a planted entry: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+		}
+	})
+}
+
+// knownEntry is package known's file name for rules accepted by the
+// gateway of version.
+func knownEntry(rules, version string) string {
+	sum := sha256.Sum256([]byte(version + "\x00" + rules))
+	return "rules-" + hex.EncodeToString(sum[:16])
+}
+
+// homeOf is the home of the account mode m runs as.
+func homeOf(m mode) string {
+	if m.rootless {
+		return rootless.home
+	}
+	home, _ := os.UserHomeDir()
+	return home
+}
+
+// gatewayOf says whether a gateway runs whose jail's arguments name name.
+func gatewayOf(name string) bool {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !strings.HasPrefix(string(b), "jail:gateway") {
+			continue
+		}
+		status, _ := os.ReadFile("/proc/" + e.Name() + "/status")
+		for _, l := range strings.Split(string(status), "\n") {
+			if ppid, ok := strings.CutPrefix(l, "PPid:"); ok {
+				parent, _ := os.ReadFile("/proc/" + strings.TrimSpace(ppid) + "/cmdline")
+				if strings.Contains(string(parent), name) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
