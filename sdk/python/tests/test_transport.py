@@ -160,7 +160,9 @@ def test_a_server_of_another_user_is_told_nothing(tmp_path):
     try:
         assert child.stdout.readline() == "ready\n"
         with pytest.raises(SandboxUnavailable, match="the server runs as uid 65534"):
-            run(SandboxClient(path).create(_spec()))
+            # Bounded: a client that sent the request would wait for an
+            # answer that never comes.
+            run(asyncio.wait_for(SandboxClient(path).create(_spec()), 30))
         assert child.stdout.readline() == "b''\n", "the untrusted server was sent the request"
     finally:
         child.kill()
