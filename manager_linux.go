@@ -689,12 +689,26 @@ func (m *Manager) conn(name string) (*sandboxConn, error) {
 	return c, nil
 }
 
+// creationWait bounds how long a connection waits for a sandbox being
+// made (its holder boots it, and may pull nothing: the creator pulled).
+const creationWait = 60 * time.Second
+
 func dialSandbox(sb *sandboxdir.Sandbox, bound int64) (*sandboxConn, error) {
 	stored, err := readStored(sb)
 	if err != nil {
 		return nil, &SetupError{Step: "sandbox " + sb.Name, Err: err}
 	}
 	client, err := supervisor.Dial(sb.Dir())
+	// A sandbox still being made has its lock held (its holder) and no
+	// control socket yet: its creation is waited for, as its creator
+	// does, rather than taken for death.
+	for deadline := time.Now().Add(creationWait); errors.Is(err, supervisor.ErrSandboxGone) && time.Now().Before(deadline); {
+		if live, _ := sb.Live(); !live {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+		client, err = supervisor.Dial(sb.Dir())
+	}
 	if err != nil {
 		var refused *supervisor.MonitorRefusal
 		if errors.As(err, &refused) {

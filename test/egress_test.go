@@ -351,3 +351,47 @@ func gatewayOf(name string) bool {
 	}
 	return false
 }
+
+// TestExecWaitsForASandboxBeingMade: an exec into a sandbox that is listed
+// but still being made (its holder has not bound its control socket yet)
+// waits for it, rather than calling it dead; so does ls (the Python SDK's
+// one-shot runs met this through the API).
+func TestExecWaitsForASandboxBeingMade(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		n := newEgressNet(t, m, nil)
+		state := sharedTempDir(t, ownerOf(m))
+		with := func(args ...string) *exec.Cmd {
+			cmd := n.command(m, args...)
+			cmd.Env = append(cmd.Env, "JAIL_STATE_DIR="+state)
+			return cmd
+		}
+		for i := 0; i < 3; i++ {
+			name := fmt.Sprintf("early%d", i)
+			create := with("create", "--net", "allow=early.test", name)
+			if err := create.Start(); err != nil {
+				t.Fatal(err)
+			}
+			// As soon as its directory is there.
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				if _, err := os.Stat(filepath.Join(state, "sandboxes", name)); err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the sandbox's directory never appeared")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			r := runCmd(t, with("exec", name, "--", "echo", "made"))
+			if err := create.Wait(); err != nil {
+				t.Fatalf("create: %v", err)
+			}
+			if r.code != 0 || r.stdout != "made\n" {
+				t.Errorf("exec while being made: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+			}
+			if r := runCmd(t, with("rm", "-f", name)); r.code != 0 {
+				t.Errorf("rm: %s", r.stderr)
+			}
+		}
+	})
+}
