@@ -141,7 +141,7 @@ func TestInterruptedImportLeavesNothingUsable(t *testing.T) {
 		if layers, _ := os.ReadDir(filepath.Join(store, "layers")); len(layers) != 0 {
 			t.Errorf("a killed import left layers under their final names: %v", layers)
 		}
-		if r := jailS("run", "--image", "localhost/python:bookworm", "--", "true"); r.code != 125 {
+		if r := jailS("run", "--pull", "never", "--image", "localhost/python:bookworm", "--", "true"); r.code != 125 {
 			t.Errorf("run of a half-imported image: exit %d %q", r.code, r.stderr)
 		}
 		if r := jailS("image", "prune"); r.code != 0 {
