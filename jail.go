@@ -55,6 +55,17 @@ type Spec struct {
 	// are the read-only root, and its Entrypoint, Cmd, Env, WorkingDir and
 	// User the defaults of the command.
 	Image string
+	// Pull says when Run and Manager.Create fetch Image from its registry
+	// first, as `jail image pull` does: PullMissing ("", the zero value,
+	// or "missing") when the store does not hold it, PullAlways every
+	// time (the registry's current image under that name replaces the
+	// stored one), PullNever never (a missing image is a SetupError). A
+	// persistent sandbox's image is fixed at its creation: Start never
+	// pulls.
+	Pull string
+	// PullProgress receives a pull's progress (lines meant for a
+	// terminal); nil shows none.
+	PullProgress io.Writer
 	// Rootfs is a directory used as the read-only lower layer of the root,
 	// with a private writable layer on top unless ReadOnly. Empty means
 	// the host's own tree, read-only.
@@ -135,6 +146,13 @@ type Spec struct {
 	// has started; nil discards them.
 	Notices io.Writer
 }
+
+// Values of Spec.Pull (the API's "pull" and --pull take the same).
+const (
+	PullNever   = api.PullNever
+	PullMissing = api.PullMissing
+	PullAlways  = api.PullAlways
+)
 
 // NetLimits are a sandbox's limits on the egress gateway: connections at
 // once (0: 256), bytes both ways over its life, and bytes per second both

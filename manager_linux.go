@@ -317,6 +317,11 @@ func (m *Manager) Create(ctx context.Context, spec Spec) (*Sandbox, error) {
 	if _, _, _, err := readSecrets(spec.Secrets, m.opts.SecretEnv); err != nil {
 		return nil, err
 	}
+	// The image is pulled here, never by the holder: a sandbox's image is
+	// fixed when it is made.
+	if err := pullForCreate(&spec); err != nil {
+		return nil, err
+	}
 	stored := storedOf(&spec)
 	for attempt := 0; ; attempt++ {
 		sb, err := m.store.Create(spec.Name)

@@ -56,7 +56,7 @@ func run(ctx context.Context, pool *supervisor.Pool, spec Spec) (Result, *superv
 		spec.Stdout, spec.Stderr, flush = redactWriters(spec.Stdout, spec.Stderr, values)
 		defer flush()
 	}
-	p, err := prepare(&spec)
+	p, err := preparePulling(&spec)
 	if err != nil {
 		return Result{ExitCode: ExitSetup}, t, err
 	}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/jail-sandbox/jail/images"
 	"github.com/jail-sandbox/jail/internal/secrets"
 	"github.com/jail-sandbox/jail/rootfs"
 )
@@ -50,6 +51,7 @@ type specCheck struct {
 // add to) is resolve's.
 var specChecks = []specCheck{
 	{"root", checkRoot},
+	{"image", checkImage},
 	{"command", checkCommand},
 	{"net", checkNet},
 	{"net limits", checkNetLimits},
@@ -81,6 +83,22 @@ func validate(spec *Spec) error {
 func checkRoot(spec *Spec) error {
 	if spec.Image != "" && spec.Rootfs != "" {
 		return invalid("--image", "--image and --rootfs exclude each other")
+	}
+	return nil
+}
+
+// checkImage: the image is named by a reference (checked before the
+// store is read or a registry asked), and the pull policy is known.
+func checkImage(spec *Spec) error {
+	if spec.Image != "" {
+		if _, err := images.Normalize(spec.Image); err != nil {
+			return invalid("image "+truncate(spec.Image), "not an image reference")
+		}
+	}
+	switch spec.Pull {
+	case "", PullMissing, PullNever, PullAlways:
+	default:
+		return invalid("--pull", "%q: must be %s, %s or %s", truncate(spec.Pull), PullNever, PullMissing, PullAlways)
 	}
 	return nil
 }

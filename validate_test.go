@@ -25,6 +25,11 @@ func TestValidateChecks(t *testing.T) {
 	}{
 		{"root", "an image and a root directory exclude each other", Spec{Image: "i", Rootfs: "/r"}, "--image"},
 		{"root", "an image alone is a root", Spec{Image: "i"}, ""},
+		{"image", "a reference with a registry and a port", Spec{Image: "localhost:5000/a/b:1"}, ""},
+		{"image", "what no reference is", Spec{Image: "Not A Reference"}, "image Not A Reference"},
+		{"image", "a URL is no reference", Spec{Image: "http://localhost:5000/a:1"}, "image http://localhost:5000/a:1"},
+		{"image", "each pull policy", Spec{Image: "i", Pull: PullAlways}, ""},
+		{"image", "an unknown pull policy", Spec{Image: "i", Pull: "sometimes"}, "--pull"},
 		{"command", "no command and no image is refused", Spec{}, "run"},
 		{"command", "an image may give the command", Spec{Image: "i"}, ""},
 		{"net", "a network other than none is refused", Spec{Command: cmd, Net: "host"}, "--net"},

@@ -29,7 +29,10 @@ type RunRequest struct {
 	Cmd  string   `json:"cmd"`
 	Args []string `json:"args,omitempty"`
 
-	Image     string            `json:"image,omitempty"`
+	Image string `json:"image,omitempty"`
+	// Pull says when to pull Image from its registry first: PullNever,
+	// PullMissing (the default, "") or PullAlways.
+	Pull      string            `json:"pull,omitempty"`
 	Rootfs    string            `json:"rootfs,omitempty"`
 	Profile   string            `json:"profile,omitempty"`
 	Memory    Size              `json:"memory,omitempty"`
@@ -56,7 +59,10 @@ type RunRequest struct {
 // its Go literals (api.RunRequest{Cmd: ..., Memory: ...}) stay valid;
 // Options gives them, and a test holds the two lists to each other.
 type RunOptions struct {
-	Image     string            `json:"image,omitempty"`
+	Image string `json:"image,omitempty"`
+	// Pull says when to pull Image from its registry first: PullNever,
+	// PullMissing (the default, "") or PullAlways.
+	Pull      string            `json:"pull,omitempty"`
 	Rootfs    string            `json:"rootfs,omitempty"`
 	Profile   string            `json:"profile,omitempty"`
 	Memory    Size              `json:"memory,omitempty"`
@@ -80,7 +86,7 @@ type RunOptions struct {
 // Options are the RUN OPTIONS of r.
 func (r *RunRequest) Options() RunOptions {
 	return RunOptions{
-		Image: r.Image, Rootfs: r.Rootfs, Profile: r.Profile, Memory: r.Memory,
+		Image: r.Image, Pull: r.Pull, Rootfs: r.Rootfs, Profile: r.Profile, Memory: r.Memory,
 		CPUs: r.CPUs, Pids: r.Pids, TimeoutS: r.TimeoutS, Net: r.Net, NetLimit: r.NetLimit,
 		Workspace: r.Workspace, Mounts: r.Mounts, Env: r.Env, User: r.User,
 		Workdir: r.Workdir, Hostname: r.Hostname, ReadOnly: r.ReadOnly,
@@ -109,12 +115,9 @@ type CreateRequest struct {
 	// Secrets are logical secret names, given to the commands as
 	// environment variables of those names; never their values.
 	Secrets []string `json:"secrets,omitempty"`
-	// Pull says when to pull Image: PullNever, PullMissing (the default,
-	// "") or PullAlways.
-	Pull string `json:"pull,omitempty"`
 }
 
-// Values of CreateRequest.Pull.
+// Values of RunOptions.Pull.
 const (
 	PullNever   = "never"
 	PullMissing = "missing"

@@ -209,6 +209,10 @@ type Layer struct {
 	Dev, Ino uint64
 }
 
+// ErrNotStored: the store holds no image of that name (the errors of
+// Lookup wrap it).
+var ErrNotStored = errors.New("not in the store")
+
 // Lookup finds an image by reference (either form).
 func (o *Opened) Lookup(ref string) (Image, error) {
 	n, err := Normalize(ref)
@@ -221,7 +225,7 @@ func (o *Opened) Lookup(ref string) (Image, error) {
 	}
 	img, ok := all[n]
 	if !ok {
-		return Image{}, errors.New("not in the store (jail image import or pull)")
+		return Image{}, fmt.Errorf("%w (jail image import or pull)", ErrNotStored)
 	}
 	return img, nil
 }

@@ -193,13 +193,6 @@ func specOfCreate(req *api.CreateRequest) (jail.Spec, error) {
 		return spec, err
 	}
 	spec.Labels = req.Labels
-	switch req.Pull {
-	case "", api.PullNever, api.PullMissing, api.PullAlways:
-		// Checked only: pulling is the image-pull issue's, and until then
-		// an image must be in the store (jail.Spec has no field for it).
-	default:
-		return spec, fmt.Errorf("pull: %q: must be %s, %s or %s", truncate(req.Pull), api.PullNever, api.PullMissing, api.PullAlways)
-	}
 	return spec, nil
 }
 

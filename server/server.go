@@ -390,12 +390,17 @@ func specOf(req *api.RunRequest) (jail.Spec, error) {
 // what only a server must.
 func specOfOptions(req *api.RunOptions) (jail.Spec, error) {
 	spec := jail.Spec{
-		Image: req.Image, Rootfs: req.Rootfs, Profile: req.Profile,
+		Image: req.Image, Pull: req.Pull, Rootfs: req.Rootfs, Profile: req.Profile,
 		CPUs: req.CPUs, Pids: req.Pids, Net: req.Net, Workspace: req.Workspace,
 		User: req.User, Workdir: req.Workdir, Hostname: req.Hostname, ReadOnly: req.ReadOnly,
 	}
 	if spec.Net == "none" {
 		spec.Net = ""
+	}
+	switch req.Pull {
+	case "", api.PullNever, api.PullMissing, api.PullAlways:
+	default:
+		return spec, fmt.Errorf("pull: %q: must be %s, %s or %s", truncate(req.Pull), api.PullNever, api.PullMissing, api.PullAlways)
 	}
 	var err error
 	if spec.NetLimits, err = jail.ParseNetLimits(req.NetLimit); err != nil {

@@ -36,6 +36,8 @@ func TestSpecOf(t *testing.T) {
 			jail.Spec{Command: []string{"x"}, Memory: 256 << 20, OutputLimit: 1024, Timeout: 1500 * time.Millisecond,
 				Env: []string{"A=1", "B=2"}, Mounts: []jail.Mount{{Source: "/srv", Destination: "/data", Writable: true}}, Workspace: "/w", ReadOnly: true}, ""},
 		{"an image's own command", api.RunRequest{Image: "busybox"}, jail.Spec{Image: "busybox"}, ""},
+		{"an image pulled always", api.RunRequest{Image: "busybox", Pull: "always"}, jail.Spec{Image: "busybox", Pull: jail.PullAlways}, ""},
+		{"an unknown pull policy", api.RunRequest{Image: "busybox", Pull: "sometimes"}, jail.Spec{}, `pull: "sometimes": must be never, missing or always`},
 		{"no command", api.RunRequest{}, jail.Spec{}, "cmd: missing"},
 		{"arguments without a command", api.RunRequest{Image: "busybox", Args: []string{"x"}}, jail.Spec{}, "cmd: missing"},
 		{"relative workspace", api.RunRequest{Cmd: "x", Workspace: "w"}, jail.Spec{}, "must be absolute"},

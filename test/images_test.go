@@ -230,7 +230,7 @@ func TestImageImportAndRun(t *testing.T) {
 		if r := jailS("image", "rm", "localhost/bb:1"); r.code != 0 {
 			t.Errorf("rm: %s", r.stderr)
 		}
-		if r := jailS("run", "--image", "localhost/bb:1", "--", "true"); r.code != 125 || !strings.HasPrefix(r.stderr, "jail: image localhost/bb:1: not in the store") {
+		if r := jailS("run", "--pull", "never", "--image", "localhost/bb:1", "--", "true"); r.code != 125 || !strings.HasPrefix(r.stderr, "jail: image localhost/bb:1: not in the store") {
 			t.Errorf("run of a removed image: %d %q", r.code, r.stderr)
 		}
 	})
@@ -367,7 +367,7 @@ func TestImageBadInput(t *testing.T) {
 			{[]string{"image", "import", filepath.Join(dir, "foreign")}},
 			{[]string{"image", "import", filepath.Join(dir, "truncated.tar")}},
 			{[]string{"image", "import", filepath.Join(dir, "no-such")}},
-			{[]string{"run", "--image", "localhost/never-imported:1", "--", "true"}},
+			{[]string{"run", "--pull", "never", "--image", "localhost/never-imported:1", "--", "true"}},
 			{[]string{"run", "--image", "Not A Reference", "--", "true"}},
 		} {
 			r := jailS(c.args...)

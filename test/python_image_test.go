@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -42,7 +43,13 @@ func pythonImage(t *testing.T) string {
 	}
 	defer os.RemoveAll(work)
 	root := filepath.Join(work, "root")
-	out, err := exec.Command("debootstrap", "--variant=minbase", "--include=python3-minimal", "bookworm", root, "http://deb.debian.org/debian").CombinedOutput()
+	// The mirror is the machine's own (its apt sources), or else
+	// debootstrap's default: no host is named here.
+	args := []string{"--variant=minbase", "--include=python3-minimal", "bookworm", root}
+	if mirror := debianMirror("bookworm"); mirror != "" {
+		args = append(args, mirror)
+	}
+	out, err := exec.Command("debootstrap", args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("debootstrap: %v\n%s", err, out[max(0, len(out)-2000):])
 	}
@@ -75,6 +82,38 @@ func pythonImage(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return pythonImageCache
+}
+
+// debianMirror is the URI of the Debian archive that this machine's apt
+// sources name for suite ("" when none does): deb822 .sources files
+// (Types: deb, URIs:, Suites:) or one-line "deb URI SUITE ..." entries.
+func debianMirror(suite string) string {
+	files, _ := filepath.Glob("/etc/apt/sources.list.d/*.sources")
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		for _, stanza := range strings.Split(string(data), "\n\n") {
+			fields := map[string]string{}
+			for _, line := range strings.Split(stanza, "\n") {
+				if k, v, ok := strings.Cut(line, ":"); ok && !strings.HasPrefix(line, "#") {
+					fields[strings.TrimSpace(k)] = strings.TrimSpace(v)
+				}
+			}
+			uris := strings.Fields(fields["URIs"])
+			if len(uris) > 0 && slices.Contains(strings.Fields(fields["Types"]), "deb") && slices.Contains(strings.Fields(fields["Suites"]), suite) {
+				return uris[0]
+			}
+		}
+	}
+	lists, _ := filepath.Glob("/etc/apt/sources.list.d/*.list")
+	for _, f := range append([]string{"/etc/apt/sources.list"}, lists...) {
+		data, _ := os.ReadFile(f)
+		for _, line := range strings.Split(string(data), "\n") {
+			if w := strings.Fields(line); len(w) >= 3 && w[0] == "deb" && !strings.HasPrefix(w[1], "[") && w[2] == suite {
+				return w[1]
+			}
+		}
+	}
+	return ""
 }
 
 func TestPythonImageEndToEnd(t *testing.T) {
@@ -141,7 +180,7 @@ func TestInterruptedImportLeavesNothingUsable(t *testing.T) {
 		if layers, _ := os.ReadDir(filepath.Join(store, "layers")); len(layers) != 0 {
 			t.Errorf("a killed import left layers under their final names: %v", layers)
 		}
-		if r := jailS("run", "--image", "localhost/python:bookworm", "--", "true"); r.code != 125 {
+		if r := jailS("run", "--pull", "never", "--image", "localhost/python:bookworm", "--", "true"); r.code != 125 {
 			t.Errorf("run of a half-imported image: exit %d %q", r.code, r.stderr)
 		}
 		if r := jailS("image", "prune"); r.code != 0 {

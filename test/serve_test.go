@@ -198,7 +198,7 @@ func TestServeAnswersAsTheCLIExits(t *testing.T) {
 		for _, bad := range []api.RunRequest{
 			{},
 			{Cmd: "true", Profile: "no-such-profile"},
-			{Cmd: "true", Image: "no-such-image:1"},
+			{Cmd: "true", Image: "no-such-image:1", Pull: api.PullNever},
 			{Cmd: "true", Workspace: "relative/dir"},
 			{Cmd: "true", Workspace: "/no/such/workspace"},
 			{Cmd: "true", Mounts: []string{"/etc/shadow:/x"}},

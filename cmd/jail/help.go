@@ -25,6 +25,7 @@ type optionGroup struct {
 var runOptions = []optionGroup{
 	{"Root filesystem and files", []option{
 		{"image", "REF", "root filesystem from an image in the local store"},
+		{"pull", "never|missing|always", "when to pull --image from its registry first: never, when the store lacks it (default), or always (refresh)"},
 		{"rootfs", "DIR", "DIR as the read-only lower layer of / (default: the host's tree, read-only)"},
 		{"read-only", "", "no writable root layer (/tmp, /var/tmp, /run, /dev/shm and /workspace stay writable)"},
 		{"workspace", "DIR", "DIR read-write at /workspace, the working directory"},

@@ -26,16 +26,17 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 // runFlags are the RUN OPTIONS as typed.
 type runFlags struct {
-	image, rootfs, profile, memory, pids, net, netLimit, workspace string
-	user, workdir, hostname, outputLimit                           string
-	cpus                                                           float64
-	timeout                                                        time.Duration
-	mounts, env, secrets                                           listFlag
-	readOnly, tty, json                                            bool
+	image, pull, rootfs, profile, memory, pids, net, netLimit, workspace string
+	user, workdir, hostname, outputLimit                                 string
+	cpus                                                                 float64
+	timeout                                                              time.Duration
+	mounts, env, secrets                                                 listFlag
+	readOnly, tty, json                                                  bool
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.image, "image", "", "root filesystem from an image in the local store")
+	fs.StringVar(&f.pull, "pull", jail.PullMissing, "when to pull the image: never, missing or always")
 	fs.StringVar(&f.rootfs, "rootfs", "", "directory used as the read-only lower layer of /")
 	fs.StringVar(&f.profile, "profile", "", "named policy")
 	fs.StringVar(&f.memory, "memory", "", "memory limit, e.g. 256M (default 512M)")
@@ -61,13 +62,18 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 // spec turns the flags into a jail.Spec.
 func (f *runFlags) spec(command []string) (jail.Spec, error) {
 	spec := jail.Spec{
-		Command: command, Image: f.image, Rootfs: f.rootfs, Profile: f.profile,
+		Command: command, Image: f.image, Pull: f.pull, Rootfs: f.rootfs, Profile: f.profile,
 		CPUs: f.cpus, Timeout: f.timeout, Workspace: f.workspace,
 		Secrets: f.secrets, User: f.user, Workdir: f.workdir, Hostname: f.hostname,
 		ReadOnly: f.readOnly, TTY: f.tty, Capture: f.json,
 	}
 	if f.net != "none" {
 		spec.Net = f.net
+	}
+	if f.image != "" && isTerminal(os.Stderr) {
+		// A pull's progress: on a terminal only, never in --json's
+		// output or a script's.
+		spec.PullProgress = os.Stderr
 	}
 	var err error
 	if spec.NetLimits, err = jail.ParseNetLimits(f.netLimit); err != nil {
@@ -178,10 +184,16 @@ func finish(res jail.Result, err error, timeout time.Duration, capture bool) int
 // (--json), where they cannot be taken for the command's own; nowhere
 // otherwise (the audit log has them).
 func denialWriter(json bool) io.Writer {
-	if _, err := unix.IoctlGetTermios(int(os.Stderr.Fd()), unix.TCGETS); err != nil && !json {
+	if !isTerminal(os.Stderr) && !json {
 		return nil
 	}
 	return jailLineWriter{}
+}
+
+// isTerminal reports whether f is a terminal.
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 // jailLineWriter prints what it is given after "jail: ".

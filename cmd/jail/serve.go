@@ -28,6 +28,7 @@ func serveCommand(args []string) int {
 	}
 	// The server gets the command line as typed (flags checked), which is
 	// what ps and pkill -f then show for it.
-	err := programs.Exec(programs.Server, append([]string{"jail", "serve"}, args...))
+	// It gets the tools program too, for image pulls and user profiles.
+	err := programs.ExecServer(append([]string{"jail", "serve"}, args...))
 	return fail("serve: %v", err)
 }

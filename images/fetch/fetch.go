@@ -174,8 +174,11 @@ func Import(s images.Store, path, nameOverride string, lim Limits) ([]images.Ima
 
 // Pull fetches ref from its registry (anonymously, or with the credentials
 // of ~/.docker/config.json or $REGISTRY_AUTH_FILE), choosing this
-// platform's image from an index, and stores it like Import. Registries on
-// loopback are spoken to over plain HTTP, others over HTTPS.
+// platform's image from an index, and stores it like Import. Registries
+// are spoken to over HTTPS; go-containerregistry falls back to plain HTTP
+// for loopback names and addresses (localhost:PORT, *.localhost,
+// 127.0.0.1, ::1) and for RFC 1918 address literals, its policy, kept
+// here.
 func Pull(s images.Store, ref string, lim Limits) (images.Image, error) {
 	st, err := open(s, lim)
 	if err != nil {

@@ -51,6 +51,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -116,6 +117,12 @@ func Version(name string) string {
 		return v[:16]
 	}
 	return ""
+}
+
+// embeddedProgram reports whether this build embeds Go program name.
+func embeddedProgram(name string) bool {
+	_, err := fs.Stat(embedded, "bin/"+name)
+	return err == nil
 }
 
 // programBytes returns the embedded program name's bytes, as a reader
@@ -209,6 +216,14 @@ func (s *Source) Open(name string) (*Program, error) {
 		// An Open after Close is its caller's mistake: a memfd would hide it.
 		return nil, fmt.Errorf("%s program: %w", name, errSourceClosed)
 	}
+	if name == Tools && handedTools != nil {
+		// The server program's: jail opened and checked it (ExecServer).
+		fd, err := unix.FcntlInt(handedTools.Fd(), unix.F_DUPFD_CLOEXEC, memfdFD)
+		if err != nil {
+			return nil, fmt.Errorf("%s program: %w", name, err)
+		}
+		return &Program{Path: fmt.Sprintf("/proc/self/fd/%d", fd), file: os.NewFile(uintptr(fd), handedTools.Name())}, nil
+	}
 	if name != Helper {
 		f, err := s.open(name)
 		if err != nil {
@@ -231,7 +246,8 @@ func (s *Source) Open(name string) (*Program, error) {
 // memfd holding it.
 func (s *Source) open(name string) (*os.File, error) {
 	version := Version(name)
-	if version == "" {
+	if version == "" || (name != Helper && !embeddedProgram(name)) {
+		// (The server program knows the tools program's version only.)
 		return nil, fmt.Errorf("this build of jail has no %s program (%w)", name, ErrNotBuilt)
 	}
 	s.once.Do(func() {
@@ -292,13 +308,17 @@ func (p *Program) PathFor(extra int) (string, error) {
 // process then keeps the caller's pid, stdio and signals. It returns only on
 // failure.
 func Exec(name string, argv []string) error {
+	return execWith(name, argv, os.Environ())
+}
+
+func execWith(name string, argv, env []string) error {
 	p, err := Open(name)
 	if err != nil {
 		return err
 	}
 	// The descriptor's path stays valid through the exec: the kernel
 	// opens the program before it closes the close-on-exec descriptors.
-	err = syscall.Exec(p.Path, argv, os.Environ())
+	err = syscall.Exec(p.Path, argv, env)
 	p.Close()
 	return fmt.Errorf("%s program: %w", name, err)
 }

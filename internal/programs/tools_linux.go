@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -17,6 +19,64 @@ import (
 	"github.com/jail-sandbox/jail/profiles"
 	"github.com/jail-sandbox/jail/seccomp"
 )
+
+// toolsFDEnv names the descriptor of the tools program that jail hands
+// the server program across the exec that makes it (ExecServer): the
+// server embeds only the tools program's version, not its 19 MB, and runs
+// it for image pulls and user profiles.
+const toolsFDEnv = "JAIL_TOOLS_FD"
+
+// handedTools is the tools program jail handed the server program
+// (AdoptTools), set once as the server starts, before it starts anything;
+// nil in every other program, which runs its own.
+var handedTools *os.File
+
+// ExecServer is Exec(Server, argv) with the tools program, opened and
+// checked here, handed over: its descriptor stays open through the exec,
+// and $JAIL_TOOLS_FD names it. Without one (where it cannot be opened) the
+// server still serves, and what needs the tools program fails saying why.
+func ExecServer(argv []string) error {
+	env := make([]string, 0, len(os.Environ())+1)
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, toolsFDEnv+"=") {
+			env = append(env, e)
+		}
+	}
+	if t, err := Open(Tools); err == nil {
+		defer t.Close() // and kept open until the exec
+		fd := t.file.Fd()
+		if _, err := unix.FcntlInt(fd, unix.F_SETFD, 0); err == nil {
+			env = append(env, toolsFDEnv+"="+strconv.Itoa(int(fd)))
+		}
+	}
+	return execWith(Server, argv, env)
+}
+
+// AdoptTools takes the tools program ExecServer handed over, if any, as
+// the one Open(Tools) returns: the server program calls it first thing.
+// The variable is removed from the environment and the descriptor made
+// close-on-exec again, so that nothing the server starts inherits either.
+func AdoptTools() {
+	v, ok := os.LookupEnv(toolsFDEnv)
+	if !ok {
+		return
+	}
+	os.Unsetenv(toolsFDEnv)
+	fd, err := strconv.Atoi(v)
+	if err != nil || fd < 3 {
+		return
+	}
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return
+	}
+	high, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, memfdFD)
+	unix.Close(fd)
+	if err != nil {
+		return
+	}
+	handedTools = os.NewFile(uintptr(high), "tools")
+}
 
 // RunTools runs the tools program with args and the given stdio and
 // returns its exit status.

@@ -13,12 +13,15 @@ import (
 	"github.com/jail-sandbox/jail"
 	"github.com/jail-sandbox/jail/internal/oneline"
 	"github.com/jail-sandbox/jail/internal/procname"
+	"github.com/jail-sandbox/jail/internal/programs"
 )
 
 func main() {
 	// Its pool starts its forker and its cgroup janitor from this binary,
 	// re-executed, and sandboxes the holder of an id-mapping namespace.
 	jail.Init()
+	// The tools program jail handed over (image pulls, user profiles).
+	programs.AdoptTools()
 	procname.Set("jail-server")
 	os.Exit(serve(os.Args[1:]))
 }

@@ -72,6 +72,9 @@ func imageCommand(store images.Store, args []string) int {
 		fs := flag.NewFlagSet("image pull", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
 		quiet := fs.Bool("quiet", false, "print nothing but errors")
+		// --progress: progress lines on stdout, whatever it is (a run's
+		// pull, whose caller keeps stderr for the error).
+		progress := fs.Bool("progress", false, "progress on stdout")
 		lim := limitFlags(fs)
 		ref, rest := firstArg(args[1:])
 		if err := fs.Parse(rest); err != nil {
@@ -83,9 +86,11 @@ func imageCommand(store images.Store, args []string) int {
 			ref = ""
 		}
 		if ref == "" {
-			return fail("image pull: usage: jail image pull REF [--max-size SIZE] [--max-layer-size SIZE] [--quiet]")
+			return fail("image pull: usage: jail image pull REF [--max-size SIZE] [--max-layer-size SIZE] [--quiet] [--progress]")
 		}
-		if !*quiet && isTerminal(os.Stderr) {
+		if *progress {
+			store.Progress = os.Stdout
+		} else if !*quiet && isTerminal(os.Stderr) {
 			store.Progress = os.Stderr
 		}
 		img, err := fetch.Pull(store, ref, lim.limits())

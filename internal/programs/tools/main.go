@@ -8,7 +8,9 @@
 //	tools profile ls          jail profile ls
 //	tools profile show NAME   jail profile show NAME
 //	tools image import PATH [--name NAME[:TAG]] [--max-size SIZE] [--max-layer-size SIZE] [--quiet]
-//	tools image pull REF [--max-size SIZE] [--max-layer-size SIZE] [--quiet]
+//	tools image pull REF [--max-size SIZE] [--max-layer-size SIZE] [--quiet] [--progress]
+//	                          --progress: progress on stdout, whatever it
+//	                          is (a run's pull: jail keeps stderr for the error)
 //	tools mapped image import|pull|rm|prune ...
 //	                          the same in a user namespace mapped with the
 //	                          caller's subordinate ids (programs.RunToolsMapped),
