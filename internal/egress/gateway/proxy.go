@@ -196,23 +196,29 @@ const (
 	sniffH2
 )
 
-// sniff classifies what the client sends first: TLS by its record type;
-// HTTP by a first line that says HTTP/ anywhere (any such line is taken
-// for HTTP and must then parse as a request; a server would take it for
-// one); anything else, or a line with a byte no request line holds,
-// passes through.
+// sniff classifies what the client sends first: TLS by its record type
+// (any TLS record type: a server skips a warning alert or a
+// change_cipher_spec before the ClientHello, which must not carry one
+// past its checks); HTTP by a first line that begins with a method (an
+// upper-case token and a space) or says HTTP/ anywhere (any such line is
+// taken for HTTP and must then parse as a request: a lenient server
+// would take it for one, odd bytes and all); anything else, or a line
+// with a control byte and neither of those, passes through.
 func sniff(br *bufio.Reader) (sniffed, error) {
 	n := 1
 	for {
 		_, err := br.Peek(n)
 		buf, _ := br.Peek(br.Buffered())
-		if len(buf) > 0 && buf[0] == recordHandshake {
+		if len(buf) > 0 && isTLSRecordType(buf[0]) {
 			return sniffTLS, nil
 		}
 		if len(buf) > 0 {
 			line := buf
 			// Leading empty lines: some servers skip them.
 			line = bytes.TrimLeft(line, "\r\n")
+			if startsWithMethod(line) {
+				return sniffHTTP, nil
+			}
 			end := bytes.IndexByte(line, '\n')
 			if end >= 0 {
 				line = line[:end]
@@ -241,6 +247,25 @@ func sniff(br *bufio.Reader) (sniffed, error) {
 		}
 		n = len(buf) + 1
 	}
+}
+
+// isTLSRecordType reports whether b is the content type of a TLS record
+// (RFC 8446 5.1, with heartbeat): change_cipher_spec, alert, handshake,
+// application_data, heartbeat.
+func isTLSRecordType(b byte) bool { return b >= 20 && b <= 24 }
+
+// startsWithMethod reports whether line begins with an upper-case token
+// and a space, as a request line does ("GET ").
+func startsWithMethod(line []byte) bool {
+	for i, b := range line {
+		if b == ' ' {
+			return i > 0
+		}
+		if b < 'A' || b > 'Z' {
+			return false
+		}
+	}
+	return false
 }
 
 // checkHello reads the client's ClientHello and checks it names host (if
