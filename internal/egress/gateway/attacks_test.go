@@ -2,11 +2,15 @@ package gateway
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jail-sandbox/jail/internal/egress/mitm"
 )
 
 // TestTunnelHTTPWithOddBytesIsChecked: plain HTTP in a CONNECT or SOCKS
@@ -60,5 +64,55 @@ func TestTunnelTLSRecordsBeforeTheClientHello(t *testing.T) {
 		if len(evs) != 1 || evs[0].Verdict != Denied {
 			t.Errorf("record type %d first: events %+v, want the tunnel denied", prefix[0], evs)
 		}
+	}
+}
+
+// secretsFor binds a secret to allowed.test and returns the Interceptor
+// and its placeholder.
+func secretsFor(t *testing.T) (*mitm.Secrets, string) {
+	t.Helper()
+	value := "ghp_" + strings.Repeat("V", 36)
+	s, err := mitm.NewSecrets("test", []mitm.Binding{{Name: "TOKEN", Value: &value, Hosts: []string{"allowed.test"}}}, mitm.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ph, _ := strings.Cut(s.Placeholders()[0], "=")
+	return s, ph
+}
+
+// TestPlaceholderInThePlainRequestTarget: a placeholder in the target of
+// a plain-HTTP request to a host its secret is not bound to is refused,
+// as in its headers (docs/egress.md), on every plain path.
+func TestPlaceholderInThePlainRequestTarget(t *testing.T) {
+	s, ph := secretsFor(t)
+	encoded := ""
+	for i := 0; i < len(ph); i++ {
+		encoded += fmt.Sprintf("%%%02X", ph[i])
+	}
+	for _, tt := range []struct {
+		name   string
+		open   func(t *testing.T, e *env) (net.Conn, *bufio.Reader)
+		target string
+		host   string
+	}{
+		{"proxy, in the query", proxyConn, "http://other.test/?t=" + ph, "other.test"},
+		{"proxy, percent-encoded in the path", proxyConn, "http://other.test/" + encoded, "other.test"},
+		{"CONNECT tunnel, in the path", func(t *testing.T, e *env) (net.Conn, *bufio.Reader) {
+			c, br, status := connectTunnel(t, e.ls.Proxy, "other.test:80", "")
+			if status != 200 {
+				t.Fatalf("CONNECT: %d", status)
+			}
+			return c, br
+		}, "/" + ph, "other.test"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, testRules, func(c *Config) { c.Interceptor = s })
+			c, br := tt.open(t, e)
+			fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", tt.target, tt.host)
+			resp, body := readResponse(t, br, "GET")
+			if resp.StatusCode != http.StatusForbidden || strings.Contains(body, "host=") {
+				t.Fatalf("%d %q, want 403 and no upstream", resp.StatusCode, body)
+			}
+		})
 	}
 }

@@ -151,9 +151,10 @@ type Interceptor interface {
 	// checks each request's Host, dials upstream with dial (which does the
 	// rule and address checks) and returns when done.
 	ServeTLS(ctx context.Context, client net.Conn, host string, port int, dial func(ctx context.Context) (net.Conn, error)) (up, down int64, err error)
-	// Rewrite is applied to the headers of every plain-HTTP request
-	// forwarded to host; an error refuses the request (403).
-	Rewrite(host string, h http.Header) error
+	// RewriteRequest is applied to the target (as sent) and headers of
+	// every plain-HTTP request forwarded to host; an error refuses the
+	// request (403).
+	RewriteRequest(host, target string, h http.Header) error
 }
 
 // Listeners are what Serve serves; any may be nil.

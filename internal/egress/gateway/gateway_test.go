@@ -579,7 +579,7 @@ func (f *fakeInterceptor) ServeTLS(ctx context.Context, client net.Conn, host st
 	return <-done, down, nil
 }
 
-func (f *fakeInterceptor) Rewrite(host string, h http.Header) error {
+func (f *fakeInterceptor) RewriteRequest(host, target string, h http.Header) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.rewritten = append(f.rewritten, host)

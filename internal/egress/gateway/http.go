@@ -284,7 +284,7 @@ func (s *httpSession) one(req *request) bool {
 		return deny(http.StatusForbidden, d.Rule, d.Reason)
 	}
 	if ic := s.c.g.cfg.Interceptor; ic != nil {
-		if err := ic.Rewrite(host, req.Header); err != nil {
+		if err := ic.RewriteRequest(host, req.RequestURI, req.Header); err != nil {
 			return deny(http.StatusForbidden, d.Rule, "refused by the secret filter: "+oneLine(err.Error()))
 		}
 	}
