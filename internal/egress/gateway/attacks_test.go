@@ -2,10 +2,13 @@ package gateway
 
 import (
 	"bufio"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -112,6 +115,63 @@ func TestPlaceholderInThePlainRequestTarget(t *testing.T) {
 			resp, body := readResponse(t, br, "GET")
 			if resp.StatusCode != http.StatusForbidden || strings.Contains(body, "host=") {
 				t.Fatalf("%d %q, want 403 and no upstream", resp.StatusCode, body)
+			}
+		})
+	}
+}
+
+// TestInterceptedRefusalsAreDenials: a request the Interceptor refuses on
+// an intercepted connection (a Host of another name, a placeholder of a
+// secret bound elsewhere) is on record as a denial, not as an allowed
+// connection that merely ended.
+func TestInterceptedRefusalsAreDenials(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		request func(ph, other string) string
+		status  int
+	}{
+		{"a Host of another name", func(ph, other string) string {
+			return "GET / HTTP/1.1\r\nHost: other.test\r\n\r\n"
+		}, http.StatusMisdirectedRequest},
+		{"a placeholder bound to another host", func(ph, other string) string {
+			return "GET / HTTP/1.1\r\nHost: allowed.test\r\nAuthorization: Bearer " + other + "\r\n\r\n"
+		}, http.StatusForbidden},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, testRules)
+			roots := x509.NewCertPool()
+			pemBytes, err := os.ReadFile(e.caFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			roots.AppendCertsFromPEM(pemBytes)
+			v1, v2 := "ghp_"+strings.Repeat("A", 36), "ghp_"+strings.Repeat("B", 36)
+			s, err := mitm.NewSecrets("test", []mitm.Binding{
+				{Name: "ONE", Value: &v1, Hosts: []string{"allowed.test"}},
+				{Name: "TWO", Value: &v2, Hosts: []string{"other.test"}},
+			}, mitm.Options{UpstreamRoots: roots})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, ph, _ := strings.Cut(s.Placeholders()[0], "=")
+			_, other, _ := strings.Cut(s.Placeholders()[1], "=")
+			e.g.cfg.Interceptor = s
+			c, _, status := connectTunnel(t, e.ls.Proxy, "allowed.test:443", "")
+			if status != 200 {
+				t.Fatalf("CONNECT: %d", status)
+			}
+			sandboxRoots := x509.NewCertPool()
+			sandboxRoots.AppendCertsFromPEM(s.Authority().CertificatePEM())
+			tc := tls.Client(c, &tls.Config{ServerName: "allowed.test", RootCAs: sandboxRoots})
+			io.WriteString(tc, tt.request(ph, other))
+			resp, _ := readResponse(t, bufio.NewReader(tc), "GET")
+			if resp.StatusCode != tt.status {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tt.status)
+			}
+			tc.Close()
+			evs := e.connEvents(ViaProxy)
+			if len(evs) != 1 || evs[0].Verdict != Denied {
+				t.Fatalf("events %+v, want the connection denied", evs)
 			}
 		})
 	}

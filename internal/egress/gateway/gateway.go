@@ -157,6 +157,14 @@ type Interceptor interface {
 	RewriteRequest(host, target string, h http.Header) error
 }
 
+// interceptorRefusal is an error of ServeTLS that refused a request (its
+// Host, a placeholder), as opposed to one that failed: it is recorded as
+// a denial, with Refusal as the reason.
+type interceptorRefusal interface {
+	error
+	Refusal() string
+}
+
 // Listeners are what Serve serves; any may be nil.
 type Listeners struct {
 	Proxy net.Listener // HTTP proxy: CONNECT and absolute-form requests

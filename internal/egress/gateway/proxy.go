@@ -342,6 +342,11 @@ func (c *conn) intercept(host string, port int, raw []byte, up *dialed) {
 			c.deny(r.rule, r.reason)
 			return
 		}
+		var ir interceptorRefusal
+		if errors.As(err, &ir) {
+			c.deny("", "refused by the secret filter: "+oneLine(ir.Refusal()))
+			return
+		}
 		c.ended("TLS terminated: " + oneLine(err.Error()))
 		return
 	}

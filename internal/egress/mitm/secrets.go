@@ -106,6 +106,10 @@ func (e *RefusedError) Error() string {
 	return fmt.Sprintf("request to %s refused: %s", e.Host, e.Reason)
 }
 
+// Refusal says why the request was refused: the gateway records an error
+// that has it as a denial.
+func (e *RefusedError) Refusal() string { return e.Error() }
+
 // NewSecrets checks bindings, makes placeholders where none is given, and
 // makes the sandbox's authority for the hosts they are bound to.
 func NewSecrets(sandbox string, bindings []Binding, opts Options) (*Secrets, error) {
