@@ -155,6 +155,13 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	u.mu.Lock()
 	u.reqs = append(u.reqs, recorded{r.Method, r.Host, r.RequestURI, r.RemoteAddr, r.Header.Clone(), r.Trailer.Clone(), body})
 	u.mu.Unlock()
+	if r.Method == http.MethodTrace {
+		// TRACE as RFC 9110 9.3.8 has it: the request, as received, in
+		// the body.
+		w.Header().Set("Content-Type", "message/http")
+		r.Header.Write(w)
+		return
+	}
 	switch r.URL.Path {
 	case "/echo":
 		// Echoes the request's Authorization and X-Api-Key, as some
@@ -162,6 +169,22 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Echo-Authorization", r.Header.Get("Authorization"))
 		w.Header().Set("X-Echo-Api-Key", r.Header.Get("X-Api-Key"))
 		fmt.Fprintf(w, "echo")
+	case "/early-echo":
+		// Echoes the Authorization in a 103 Early Hints before the answer.
+		w.Header().Set("X-Echo-Authorization", r.Header.Get("Authorization"))
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("X-Echo-Authorization")
+		fmt.Fprintf(w, "early")
+	case "/ws-echo":
+		// Echoes the Authorization in its 101.
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nX-Echo-Authorization: " + r.Header.Get("Authorization") + "\r\n\r\n")
+		brw.Flush()
+		brw.ReadString('\n')
 	case "/stream":
 		w.Header().Set("Content-Type", "text/event-stream")
 		fmt.Fprint(w, "first\n")

@@ -389,6 +389,16 @@ func (s *Secrets) redact(host string, h http.Header) {
 	}
 }
 
+// holdsValue reports whether v holds the value of a secret bound to host.
+func (s *Secrets) holdsValue(host, v string) bool {
+	for _, e := range s.byHost[host] {
+		if strings.Contains(v, *e.value) {
+			return true
+		}
+	}
+	return false
+}
+
 // basicCredentials decodes the credentials of an Authorization or
 // Proxy-Authorization value of the Basic scheme (any case, standard or
 // URL-safe base64, padded or not).

@@ -233,6 +233,10 @@ func (p *proxy) handle(ctx context.Context, req *http.Request) (keep bool, err e
 	switch {
 	case req.ProtoMajor != 1:
 		return false, p.refuse(&RefusedError{Status: http.StatusHTTPVersionNotSupported, Host: p.host, Reason: "only HTTP/1.x is served, not " + shorten(req.Proto)})
+	case req.Method == http.MethodTrace:
+		// A host that answers TRACE echoes the request, the value put in
+		// it with it, in a body this package does not filter.
+		return false, p.refuse(&RefusedError{Status: http.StatusMethodNotAllowed, Host: p.host, Reason: "TRACE, which echoes the request (and a secret's value in it) back"})
 	case req.Method == http.MethodConnect:
 		return false, p.refuse(&RefusedError{Status: http.StatusMethodNotAllowed, Host: p.host, Reason: "CONNECT inside an intercepted connection"})
 	case req.Host == "":
@@ -362,8 +366,8 @@ func (p *proxy) readResponse(req *http.Request) (*http.Response, error) {
 // it asked or its body ended with the connection.
 func (p *proxy) forwardResponse(req *http.Request, resp *http.Response, end bool) (bool, error) {
 	// resp.Body is read to its end or the host's connection closed:
-	// never closed, which would drain a stalled host.
-	p.s.redact(p.host, resp.Header)
+	// never closed, which would drain a stalled host. (writeResponseHead
+	// redacts the head.)
 	bodyless := req.Method == http.MethodHead || resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified
 	chunked, untilClose := false, false
 	switch {
@@ -494,11 +498,15 @@ func (p *proxy) writeRequestHead(req *http.Request, target string, chunked bool)
 	return err
 }
 
+// writeResponseHead writes the head of resp, final, informational (1xx)
+// or switching (101) alike, with the values of the secrets bound to the
+// host redacted from its headers and reason phrase.
 func (p *proxy) writeResponseHead(req *http.Request, resp *http.Response, framing string, end bool) error {
 	w := p.cw
+	p.s.redact(p.host, resp.Header)
 	reason := strings.TrimPrefix(resp.Status, strconv.Itoa(resp.StatusCode))
 	reason = strings.TrimSpace(reason)
-	if !validFieldValue(reason) {
+	if !validFieldValue(reason) || p.s.holdsValue(p.host, reason) {
 		reason = http.StatusText(resp.StatusCode)
 	}
 	fmt.Fprintf(w, "HTTP/1.1 %03d %s\r\n", resp.StatusCode, reason)

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestServeTLSPutsTheValueOnlyWhereBound(t *testing.T) {
@@ -492,4 +493,66 @@ func newUpstreamDeferred(t *testing.T, names ...string) *upstream {
 	u.srv.TLS = &tls.Config{Certificates: []tls.Certificate{signLeaf(t, upstreamRoots.cert, upstreamRoots.key, "", names...)}}
 	t.Cleanup(u.srv.Close)
 	return u
+}
+
+// TestServeTLSRedactsAnEchoedValueInEveryResponseHead: a value a bound
+// host echoes comes back as its placeholder in the head of an
+// informational (103) or switching (101) response too, not only in the
+// final one's.
+func TestServeTLSRedactsAnEchoedValueInEveryResponseHead(t *testing.T) {
+	s := newTestSecrets(t, Options{})
+	ph := placeholderOf(t, s, "TOKEN")
+	for _, tt := range []struct{ path, extra string }{
+		{"/early-echo", ""},
+		{"/ws-echo", "Upgrade: websocket\r\nConnection: Upgrade\r\n"},
+	} {
+		t.Run(tt.path, func(t *testing.T) {
+			u := newUpstream(t, "api.test")
+			h := startHarness(t, s, "api.test", u.addr())
+			c, err := h.dialTLS(t, s, "api.test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			io.WriteString(c, "GET "+tt.path+" HTTP/1.1\r\nHost: api.test\r\n"+tt.extra+"Authorization: Bearer "+ph+"\r\n\r\n")
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			br := bufio.NewReader(c)
+			var head strings.Builder
+			for {
+				line, err := br.ReadString('\n')
+				head.WriteString(line)
+				if err != nil || line == "\r\n" && strings.Contains(head.String(), "X-Echo") {
+					break
+				}
+			}
+			if strings.Contains(head.String(), tokenValue) {
+				t.Fatalf("the value came back to the sandbox: %q", head.String())
+			}
+			if !strings.Contains(head.String(), "Bearer "+ph) {
+				t.Fatalf("no echo in %q", head.String())
+			}
+		})
+	}
+}
+
+// TestServeTLSRefusesTrace: TRACE to a bound host would come back with
+// the request as the host received it, value included, in the body.
+func TestServeTLSRefusesTrace(t *testing.T) {
+	s := newTestSecrets(t, Options{})
+	ph := placeholderOf(t, s, "TOKEN")
+	u := newUpstream(t, "api.test")
+	h := startHarness(t, s, "api.test", u.addr())
+	c, err := h.dialTLS(t, s, "api.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "TRACE / HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer "+ph+"\r\n\r\n")
+	got := readResponses(t, bufio.NewReader(c), "TRACE")[0]
+	if strings.Contains(got, tokenValue) || !strings.HasPrefix(got, "405 ") {
+		t.Fatalf("TRACE answered %q, want 405", got)
+	}
+	if len(u.requests()) != 0 {
+		t.Fatalf("the host got %d requests", len(u.requests()))
+	}
 }
