@@ -176,3 +176,21 @@ func TestInterceptedRefusalsAreDenials(t *testing.T) {
 		})
 	}
 }
+
+// TestSOCKSRefusedCommandRecordsNoRawName: a SOCKS command other than
+// CONNECT names its domain as sent; the record (and the denial told on
+// the command's terminal) holds only a canonical host, never the
+// sandbox's raw bytes (an escape sequence, say).
+func TestSOCKSRefusedCommandRecordsNoRawName(t *testing.T) {
+	for _, tt := range []struct{ domain, want string }{
+		{"\x1b]0;owned\x07evil", ""},
+		{"Allowed.Test.", "allowed.test"},
+	} {
+		e := newEnv(t, testRules)
+		socksRequest(t, e, 2, 3, tt.domain, 80, socksCmdNotSupp)
+		evs := e.connEvents(ViaSOCKS)
+		if len(evs) != 1 || evs[0].Verdict != Denied || evs[0].Host != tt.want {
+			t.Errorf("BIND %q: events %+v, want denied with host %q", tt.domain, evs, tt.want)
+		}
+	}
+}
