@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -193,4 +194,52 @@ func TestSOCKSRefusedCommandRecordsNoRawName(t *testing.T) {
 			t.Errorf("BIND %q: events %+v, want denied with host %q", tt.domain, evs, tt.want)
 		}
 	}
+}
+
+// TestPlaceholderInAPlainRequestTrailer: a placeholder in a trailer field
+// of a chunked plain-HTTP request to a host its secret is not bound to
+// never reaches that host: trailers are header fields sent last.
+func TestPlaceholderInAPlainRequestTrailer(t *testing.T) {
+	s, ph := secretsFor(t)
+	got := make(chan http.Header, 1)
+	up := httptestServer(t, func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)
+		got <- r.Trailer
+	})
+	e := newEnv(t, testRules, func(c *Config) { c.Interceptor = s })
+	e.dialMu.Lock()
+	e.portMap[80] = up
+	e.dialMu.Unlock()
+	c, br := proxyConn(t, e)
+	fmt.Fprintf(c, "POST http://other.test/ HTTP/1.1\r\nHost: other.test\r\nTransfer-Encoding: chunked\r\nTrailer: X-Token\r\nConnection: close\r\n\r\n3\r\nabc\r\n0\r\nX-Token: %s\r\n\r\n", ph)
+	resp, _ := readResponse(t, br, "POST")
+	select {
+	case tr := <-got:
+		if strings.Contains(fmt.Sprint(tr), ph) {
+			t.Fatalf("other.test got the placeholder in a trailer: %v", tr)
+		}
+	default:
+	}
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("status %d, want 403", resp.StatusCode)
+	}
+	var denied int
+	for _, ev := range e.allEvents() {
+		if ev.Verdict == Denied && strings.Contains(ev.Reason, "secret filter") {
+			denied++
+		}
+	}
+	if denied != 2 {
+		t.Errorf("%d denials on record, want the request's and the connection's", denied)
+		t.Logf("%+v", e.eventsNow())
+	}
+}
+
+// httptestServer starts a plain HTTP server with handler and returns its
+// address.
+func httptestServer(t *testing.T, handler http.HandlerFunc) string {
+	t.Helper()
+	srv := httptest.NewServer(handler)
+	t.Cleanup(srv.Close)
+	return srv.Listener.Addr().String()
 }
