@@ -124,7 +124,9 @@ func TestPlaceholderInThePlainRequestTarget(t *testing.T) {
 // TestInterceptedRefusalsAreDenials: a request the Interceptor refuses on
 // an intercepted connection (a Host of another name, a placeholder of a
 // secret bound elsewhere) is on record as a denial, not as an allowed
-// connection that merely ended.
+// connection that merely ended; and every request on it has its own
+// record (docs/egress.md: "per HTTP request on a plain or intercepted
+// connection").
 func TestInterceptedRefusalsAreDenials(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
@@ -164,15 +166,34 @@ func TestInterceptedRefusalsAreDenials(t *testing.T) {
 			sandboxRoots := x509.NewCertPool()
 			sandboxRoots.AppendCertsFromPEM(s.Authority().CertificatePEM())
 			tc := tls.Client(c, &tls.Config{ServerName: "allowed.test", RootCAs: sandboxRoots})
+			tbr := bufio.NewReader(tc)
+			io.WriteString(tc, "GET /first HTTP/1.1\r\nHost: allowed.test\r\nAuthorization: Bearer "+ph+"\r\n\r\n")
+			if resp, body := readResponse(t, tbr, "GET"); resp.StatusCode != 200 {
+				t.Fatalf("first request: %d %q", resp.StatusCode, body)
+			}
 			io.WriteString(tc, tt.request(ph, other))
-			resp, _ := readResponse(t, bufio.NewReader(tc), "GET")
+			resp, _ := readResponse(t, tbr, "GET")
 			if resp.StatusCode != tt.status {
 				t.Fatalf("status %d, want %d", resp.StatusCode, tt.status)
 			}
 			tc.Close()
-			evs := e.connEvents(ViaProxy)
-			if len(evs) != 1 || evs[0].Verdict != Denied {
-				t.Fatalf("events %+v, want the connection denied", evs)
+			var conns, requests []Event
+			for _, ev := range e.allEvents() {
+				if ev.Method == "" {
+					conns = append(conns, ev)
+				} else {
+					requests = append(requests, ev)
+				}
+			}
+			if len(conns) != 1 || conns[0].Verdict != Denied {
+				t.Fatalf("connection events %+v, want the connection denied", conns)
+			}
+			// Each request read on the intercepted connection is on
+			// record, as on a plain one.
+			if len(requests) != 2 || requests[0].Verdict != Allowed || requests[0].Path != "/first" ||
+				requests[0].Host != "allowed.test" || requests[0].Port != 443 || requests[0].Rule != "allowed.test" ||
+				requests[1].Verdict != Denied || requests[1].Method != "GET" || !strings.Contains(requests[1].Reason, "secret filter") {
+				t.Fatalf("request events %+v", requests)
 			}
 		})
 	}

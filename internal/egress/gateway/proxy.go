@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jail-sandbox/jail/internal/egress/mitm"
 	"github.com/jail-sandbox/jail/internal/egress/rules"
 )
 
@@ -327,7 +328,9 @@ func (c *conn) intercept(host string, port int, raw []byte, up *dialed) {
 		mu.Unlock()
 		return d.conn, nil
 	}
-	_, _, err := c.g.cfg.Interceptor.ServeTLS(c.g.ctx, client, host, port, dial)
+	_, _, err := c.g.cfg.Interceptor.ServeTLS(c.g.ctx, client, host, port, dial, func(r mitm.Request) {
+		c.recordIntercepted(host, port, r)
+	})
 	mu.Lock()
 	for _, o := range opened {
 		c.g.untrack(o)
@@ -351,6 +354,38 @@ func (c *conn) intercept(host string, port int, raw []byte, up *dialed) {
 		return
 	}
 	c.ended("TLS terminated")
+}
+
+// recordIntercepted emits the Event of one request read on an
+// intercepted connection to host:port.
+func (c *conn) recordIntercepted(host string, port int, r mitm.Request) {
+	c.mu.Lock()
+	ev := Event{
+		Time: r.Time, Via: c.ev.Via, Client: c.ev.Client, Local: c.ev.Local,
+		Host: host, Port: port, Address: c.ev.Address, Rule: c.ev.Rule,
+		Method: r.Method, Verdict: Allowed, Reason: "TLS terminated: forwarded",
+		BytesUp: r.Up, BytesDown: r.Down, Duration: time.Since(r.Time),
+	}
+	c.mu.Unlock()
+	ev.Path = r.Target
+	if len(ev.Path) > maxPathInEvent {
+		ev.Path = ev.Path[:maxPathInEvent]
+	}
+	switch {
+	case r.Refused != nil:
+		ev.Verdict, ev.Reason = Denied, "refused by the secret filter: "+oneLine(r.Refused.Error())
+	case r.Err != nil:
+		var rf *refusal
+		if errors.As(r.Err, &rf) {
+			ev.Verdict, ev.Reason = Denied, rf.reason
+			if rf.rule != "" {
+				ev.Rule = rf.rule
+			}
+		} else {
+			ev.Reason = "TLS terminated: " + oneLine(r.Err.Error())
+		}
+	}
+	c.g.emit(ev)
 }
 
 // replayConn is a client connection whose Read first replays what was

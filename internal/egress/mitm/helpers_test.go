@@ -227,6 +227,15 @@ type result struct {
 type harness struct {
 	ln      net.Listener
 	results chan result
+	mu      sync.Mutex
+	records []Request // every request's record
+}
+
+// requestRecords is the records so far.
+func (h *harness) requestRecords() []Request {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]Request(nil), h.records...)
 }
 
 func startHarness(t *testing.T, s *Secrets, host, upstreamAddr string) *harness {
@@ -252,6 +261,10 @@ func startHarness(t *testing.T, s *Secrets, host, upstreamAddr string) *harness 
 				up, down, err := s.ServeTLS(ctx, c, host, 443, func(ctx context.Context) (net.Conn, error) {
 					var d net.Dialer
 					return d.DialContext(ctx, "tcp", upstreamAddr)
+				}, func(r Request) {
+					h.mu.Lock()
+					h.records = append(h.records, r)
+					h.mu.Unlock()
 				})
 				h.results <- result{up, down, err}
 			}()

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -554,5 +555,38 @@ func TestServeTLSRefusesTrace(t *testing.T) {
 	}
 	if len(u.requests()) != 0 {
 		t.Fatalf("the host got %d requests", len(u.requests()))
+	}
+}
+
+// TestServeTLSRecordsEveryRequest: record is called once per request
+// read, forwarded or refused, with its method and target as sent.
+func TestServeTLSRecordsEveryRequest(t *testing.T) {
+	s := newTestSecrets(t, Options{})
+	ph := placeholderOf(t, s, "TOKEN")
+	u := newUpstream(t, "api.test")
+	h := startHarness(t, s, "api.test", u.addr())
+	c, err := h.dialTLS(t, s, "api.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(c, "GET /one HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer "+ph+"\r\n\r\n"+
+		"POST /two HTTP/1.1\r\nHost: other.test\r\nContent-Length: 0\r\n\r\n")
+	readResponses(t, bufio.NewReader(c), "GET", "POST")
+	c.Close()
+	<-h.results
+	recs := h.requestRecords()
+	if len(recs) != 2 {
+		t.Fatalf("%d records, want 2: %+v", len(recs), recs)
+	}
+	if r := recs[0]; r.Method != "GET" || r.Target != "/one" || r.Refused != nil || r.Err != nil || r.Up == 0 || r.Down == 0 {
+		t.Errorf("first record %+v", r)
+	}
+	if r := recs[1]; r.Method != "POST" || r.Target != "/two" || r.Refused == nil || r.Refused.Status != http.StatusMisdirectedRequest {
+		t.Errorf("second record %+v", r)
+	}
+	for _, r := range recs {
+		if strings.Contains(fmt.Sprint(r), tokenValue) {
+			t.Errorf("a record holds the value: %+v", r)
+		}
 	}
 }
