@@ -264,3 +264,47 @@ func httptestServer(t *testing.T, handler http.HandlerFunc) string {
 	t.Cleanup(srv.Close)
 	return srv.Listener.Addr().String()
 }
+
+// TestInterceptedRedialsHoldNothing: an intercepted connection whose host
+// closes after every response is dialled anew for each request; the
+// gateway keeps no hold of the upstream connections closed, however many
+// requests the one connection makes.
+func TestInterceptedRedialsHoldNothing(t *testing.T) {
+	e := newEnv(t, testRules)
+	roots := x509.NewCertPool()
+	pemBytes, err := os.ReadFile(e.caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots.AppendCertsFromPEM(pemBytes)
+	v := "ghp_" + strings.Repeat("A", 36)
+	s, err := mitm.NewSecrets("test", []mitm.Binding{{Name: "ONE", Value: &v, Hosts: []string{"allowed.test"}}}, mitm.Options{UpstreamRoots: roots})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.g.cfg.Interceptor = s
+	c, _, status := connectTunnel(t, e.ls.Proxy, "allowed.test:443", "")
+	if status != 200 {
+		t.Fatalf("CONNECT: %d", status)
+	}
+	sandboxRoots := x509.NewCertPool()
+	sandboxRoots.AppendCertsFromPEM(s.Authority().CertificatePEM())
+	tc := tls.Client(c, &tls.Config{ServerName: "allowed.test", RootCAs: sandboxRoots})
+	tbr := bufio.NewReader(tc)
+	const requests = 20
+	for i := range requests {
+		io.WriteString(tc, "GET /close HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
+		if resp, body := readResponse(t, tbr, "GET"); resp.StatusCode != 200 {
+			t.Fatalf("request %d: %d %q", i, resp.StatusCode, body)
+		}
+	}
+	e.g.mu.Lock()
+	held := len(e.g.closers)
+	e.g.mu.Unlock()
+	// The four listeners, the client's connection, and at most the
+	// upstream connection of the last request.
+	if held > 6 {
+		t.Fatalf("the gateway holds %d connections after %d requests on one", held, requests)
+	}
+	tc.Close()
+}

@@ -308,14 +308,28 @@ func (c *conn) intercept(host string, port int, raw []byte, up *dialed) {
 	}
 	client := &replayConn{Conn: c.client, r: io.MultiReader(bytes.NewReader(raw), c.br)}
 	var mu sync.Mutex // the Interceptor may dial from several goroutines
-	var opened []net.Conn
+	// The upstream connections handed out and not closed yet: each is
+	// forgotten (untracked) when the Interceptor closes it, so that a
+	// long connection re-dialling its host holds none it closed.
+	opened := make(map[net.Conn]bool)
+	handOut := func(conn net.Conn) net.Conn {
+		mu.Lock()
+		opened[conn] = true
+		mu.Unlock()
+		return &untrackOnClose{Conn: conn, close: func() {
+			mu.Lock()
+			delete(opened, conn)
+			mu.Unlock()
+			c.g.untrack(conn)
+		}}
+	}
 	dial := func(ctx context.Context) (net.Conn, error) {
 		mu.Lock()
 		if up != nil && up.conn != nil {
 			conn := up.conn
 			up.conn = nil
 			mu.Unlock()
-			return conn, nil
+			return handOut(conn), nil
 		}
 		mu.Unlock()
 		d, err := c.g.dialChecked(ctx, host, port)
@@ -323,22 +337,23 @@ func (c *conn) intercept(host string, port int, raw []byte, up *dialed) {
 		if err != nil {
 			return nil, err
 		}
-		mu.Lock()
-		opened = append(opened, d.conn)
-		mu.Unlock()
-		return d.conn, nil
+		return handOut(d.conn), nil
 	}
 	_, _, err := c.g.cfg.Interceptor.ServeTLS(c.g.ctx, client, host, port, dial, func(r mitm.Request) {
 		c.recordIntercepted(host, port, r)
 	})
 	mu.Lock()
-	for _, o := range opened {
-		c.g.untrack(o)
+	left := make([]net.Conn, 0, len(opened))
+	for o := range opened {
+		left = append(left, o)
 	}
 	if up != nil && up.conn != nil {
-		c.g.untrack(up.conn)
+		left = append(left, up.conn)
 	}
 	mu.Unlock()
+	for _, o := range left {
+		c.g.untrack(o)
+	}
 	if err != nil {
 		var r *refusal
 		if errors.As(err, &r) {
@@ -386,6 +401,19 @@ func (c *conn) recordIntercepted(host string, port int, r mitm.Request) {
 		}
 	}
 	c.g.emit(ev)
+}
+
+// untrackOnClose is an upstream connection handed to the Interceptor:
+// its Close (the first) is close.
+type untrackOnClose struct {
+	net.Conn
+	once  sync.Once
+	close func()
+}
+
+func (u *untrackOnClose) Close() error {
+	u.once.Do(u.close)
+	return nil
 }
 
 // replayConn is a client connection whose Read first replays what was
