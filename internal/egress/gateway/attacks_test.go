@@ -308,3 +308,16 @@ func TestInterceptedRedialsHoldNothing(t *testing.T) {
 	}
 	tc.Close()
 }
+
+// TestTunnelHTTP2PrefaceIsRefusedAsSuch: the HTTP/2 preface in a tunnel
+// is refused, and recorded, as HTTP/2.
+func TestTunnelHTTP2PrefaceIsRefusedAsSuch(t *testing.T) {
+	e := newEnv(t, testRules)
+	c, br := tunnelConn(t, e)
+	io.WriteString(c, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+	io.ReadAll(br)
+	evs := e.connEvents(ViaProxy)
+	if len(evs) != 1 || evs[0].Verdict != Denied || !strings.Contains(evs[0].Reason, "HTTP/2 prior knowledge") {
+		t.Fatalf("events %+v", evs)
+	}
+}

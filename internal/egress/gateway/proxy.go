@@ -217,7 +217,8 @@ func sniff(br *bufio.Reader) (sniffed, error) {
 			line := buf
 			// Leading empty lines: some servers skip them.
 			line = bytes.TrimLeft(line, "\r\n")
-			if startsWithMethod(line) {
+			// (PRI is HTTP/2's preface, told apart below.)
+			if startsWithMethod(line) && !bytes.HasPrefix(line, []byte("PRI ")) {
 				return sniffHTTP, nil
 			}
 			end := bytes.IndexByte(line, '\n')
