@@ -27,6 +27,7 @@ func TestTunnelHTTPWithOddBytesIsChecked(t *testing.T) {
 		"GET /\x0b HTTP/1.1\r\nHost: other.test\r\nConnection: close\r\n\r\n",
 		"GET /\xc3\xa9 HTTP/1.1\r\nHost: other.test\r\nConnection: close\r\n\r\n",
 		"GET /0.9\r\n\r\n",
+		"get /\xff HTTP/1.1\r\nHost: other.test\r\nConnection: close\r\n\r\n",
 	} {
 		t.Run(strings.Fields(first)[1], func(t *testing.T) {
 			e := newEnv(t, testRules)

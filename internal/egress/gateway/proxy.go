@@ -226,7 +226,9 @@ func sniff(br *bufio.Reader) (sniffed, error) {
 				line = line[:end]
 			}
 			for _, b := range line {
-				if b != '\r' && b != '\t' && (b < ' ' || b >= 0x7f) {
+				// obs-text (0x80 and above) is part of a line: lenient
+				// servers take it in a request target.
+				if b != '\r' && b != '\t' && (b < ' ' || b == 0x7f) {
 					return sniffOther, nil
 				}
 			}
