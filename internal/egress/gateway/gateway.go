@@ -34,7 +34,8 @@
 //     timeout (10 s) is closed. Relayed connections may idle.
 //   - Every client connection gives exactly one Event (Method empty) when
 //     it ends, allowed or denied, and every HTTP request read on a plain
-//     HTTP path one more (Method set). OnEvent is called synchronously.
+//     HTTP path or an intercepted TLS connection one more (Method set).
+//     OnEvent is called synchronously.
 //   - Close closes every listener and connection and returns when every
 //     goroutine the Gateway started has returned.
 package gateway
@@ -50,6 +51,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jail-sandbox/jail/internal/egress/mitm"
 	"github.com/jail-sandbox/jail/internal/egress/rules"
 )
 
@@ -113,7 +115,8 @@ type Config struct {
 	// passes through untouched.
 	Interceptor Interceptor
 	// OnEvent is the audit record: called once per client connection and
-	// once per HTTP request on the plain HTTP paths. It must be cheap and
+	// once per HTTP request on the plain HTTP paths and on intercepted
+	// TLS connections. It must be cheap and
 	// safe to call from several goroutines.
 	OnEvent func(Event)
 	// ListenersElsewhere: the listeners are in another network namespace
@@ -149,11 +152,21 @@ type Interceptor interface {
 	// ServeTLS takes over client, a TLS connection from the sandbox meant
 	// for host:port; its Read replays the ClientHello already peeked. It
 	// checks each request's Host, dials upstream with dial (which does the
-	// rule and address checks) and returns when done.
-	ServeTLS(ctx context.Context, client net.Conn, host string, port int, dial func(ctx context.Context) (net.Conn, error)) (up, down int64, err error)
-	// Rewrite is applied to the headers of every plain-HTTP request
-	// forwarded to host; an error refuses the request (403).
-	Rewrite(host string, h http.Header) error
+	// rule and address checks), calls record once for each request it
+	// read, and returns when done.
+	ServeTLS(ctx context.Context, client net.Conn, host string, port int, dial func(ctx context.Context) (net.Conn, error), record func(mitm.Request)) (up, down int64, err error)
+	// RewriteRequest is applied to the target (as sent) and headers of
+	// every plain-HTTP request forwarded to host; an error refuses the
+	// request (403).
+	RewriteRequest(host, target string, h http.Header) error
+}
+
+// interceptorRefusal is an error of ServeTLS that refused a request (its
+// Host, a placeholder), as opposed to one that failed: it is recorded as
+// a denial, with Refusal as the reason.
+type interceptorRefusal interface {
+	error
+	Refusal() string
 }
 
 // Listeners are what Serve serves; any may be nil.
@@ -165,7 +178,8 @@ type Listeners struct {
 }
 
 // Event is one audit record: a client connection when it ends (Method
-// empty), or one HTTP request on a plain HTTP path.
+// empty), or one HTTP request on a plain HTTP path or an intercepted TLS
+// connection.
 type Event struct {
 	Time      time.Time      // when the connection or request began
 	Via       string         // ViaProxy, ViaSOCKS, ViaHTTP, ViaTLS

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jail-sandbox/jail/internal/egress/mitm"
 )
 
 func TestProxyWithCurl(t *testing.T) {
@@ -559,7 +561,7 @@ type fakeInterceptor struct {
 
 func (f *fakeInterceptor) Intercepts(host string) bool { return host == "allowed.test" }
 
-func (f *fakeInterceptor) ServeTLS(ctx context.Context, client net.Conn, host string, port int, dial func(context.Context) (net.Conn, error)) (int64, int64, error) {
+func (f *fakeInterceptor) ServeTLS(ctx context.Context, client net.Conn, host string, port int, dial func(context.Context) (net.Conn, error), record func(mitm.Request)) (int64, int64, error) {
 	f.mu.Lock()
 	f.served = append(f.served, fmt.Sprintf("%s:%d", host, port))
 	f.mu.Unlock()
@@ -579,7 +581,7 @@ func (f *fakeInterceptor) ServeTLS(ctx context.Context, client net.Conn, host st
 	return <-done, down, nil
 }
 
-func (f *fakeInterceptor) Rewrite(host string, h http.Header) error {
+func (f *fakeInterceptor) RewriteRequest(host, target string, h http.Header) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.rewritten = append(f.rewritten, host)

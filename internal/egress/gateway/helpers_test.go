@@ -70,6 +70,10 @@ func upstreamHandler(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == "/big":
 		w.Write(make([]byte, 1<<20))
 		return
+	case r.URL.Path == "/close":
+		w.Header().Set("Connection", "close")
+		io.WriteString(w, "closing")
+		return
 	case r.URL.Path == "/echo":
 		b, _ := io.ReadAll(r.Body)
 		w.Write(b)

@@ -284,7 +284,7 @@ func (s *httpSession) one(req *request) bool {
 		return deny(http.StatusForbidden, d.Rule, d.Reason)
 	}
 	if ic := s.c.g.cfg.Interceptor; ic != nil {
-		if err := ic.Rewrite(host, req.Header); err != nil {
+		if err := ic.RewriteRequest(host, req.RequestURI, req.Header); err != nil {
 			return deny(http.StatusForbidden, d.Rule, "refused by the secret filter: "+oneLine(err.Error()))
 		}
 	}
@@ -306,7 +306,13 @@ func (s *httpSession) one(req *request) bool {
 	}
 	ev.Address = s.upDial.addr
 	s.c.target(host, port, s.upDial)
-	keep, reason := s.forward(req, host, port)
+	keep, reason, refused := s.forward(req, host, port)
+	if refused != nil {
+		ev.Verdict, ev.Reason = Denied, "refused by the secret filter: "+oneLine(refused.Error())
+		s.c.deny(d.Rule, ev.Reason)
+		finish()
+		return false
+	}
 	ev.Reason = reason
 	if reason == "" {
 		ev.Reason = d.Reason
@@ -438,23 +444,38 @@ func isWebSocket(h http.Header) bool {
 	return false
 }
 
-// eofReader notes whether its reader was read to its end.
+// eofReader notes whether its reader was read to its end. atEOF, when
+// set, checks the request's trailer once the body ended (it is read with
+// the body's end): an error is returned instead of io.EOF, so that the
+// trailer is never sent, and kept in refused; stop is then called.
 type eofReader struct {
 	io.ReadCloser
-	eof atomic.Bool
+	eof     atomic.Bool
+	atEOF   func() error
+	stop    func()
+	refused atomic.Pointer[error]
 }
 
 func (r *eofReader) Read(p []byte) (int, error) {
 	n, err := r.ReadCloser.Read(p)
 	if err == io.EOF {
+		if r.atEOF != nil {
+			if cerr := r.atEOF(); cerr != nil {
+				r.refused.Store(&cerr)
+				r.stop()
+				return n, cerr
+			}
+		}
 		r.eof.Store(true)
 	}
 	return n, err
 }
 
 // forward writes req to the upstream and relays its response. keep says
-// the connection may carry another request; reason says why not.
-func (s *httpSession) forward(req *request, host string, port int) (keep bool, reason string) {
+// the connection may carry another request; reason says why not. refused
+// is the secret filter's refusal of the request's trailer (the response
+// then is the refusal's, and the connection ends).
+func (s *httpSession) forward(req *request, host string, port int) (keep bool, reason string, refused error) {
 	websocket := isWebSocket(req.Header) && req.Method == http.MethodGet
 	removeHopHeaders(req.Header)
 	if websocket {
@@ -471,6 +492,19 @@ func (s *httpSession) forward(req *request, host string, port int) (keep bool, r
 	}
 	req.URL.Scheme, req.URL.Host = "", ""
 	body := &eofReader{ReadCloser: req.Body}
+	if ic := s.c.g.cfg.Interceptor; ic != nil {
+		up := s.up
+		body.atEOF = func() error {
+			// Read when the body ended, which fills it in.
+			if len(req.Trailer) == 0 {
+				return nil
+			}
+			return ic.RewriteRequest(host, "", req.Trailer)
+		}
+		// The body's last chunk is not sent, nor the trailer: the
+		// upstream is to wait for them no more.
+		body.stop = func() { up.Close() }
+	}
 	req.Body = body
 	if req.Body != nil && req.ContentLength == 0 && len(req.TransferEncoding) == 0 {
 		body.eof.Store(true)
@@ -484,22 +518,39 @@ func (s *httpSession) forward(req *request, host string, port int) (keep bool, r
 		}
 		wrote <- err
 	}()
-	fail := func(why string) (bool, string) {
+	fail := func(why string) (bool, string, error) {
 		s.c.client.Close()
 		s.closeUpstream()
 		<-wrote
-		return false, why
+		return false, why, nil
+	}
+	// refusal is the trailer's refusal, once the upstream failed for it.
+	refusal := func() (bool, string, error, bool) {
+		p := body.refused.Load()
+		if p == nil {
+			return false, "", nil, false
+		}
+		s.c.refuse(http.StatusForbidden, "refused by the secret filter: "+oneLine((*p).Error()))
+		s.closeUpstream()
+		<-wrote
+		return false, "", *p, true
 	}
 	var resp *http.Response
 	for {
 		// The whole head first: net/http's reader has no bound of its own.
 		if _, err := peekHead(s.upBr); err != nil {
+			if keep, reason, err, ok := refusal(); ok {
+				return keep, reason, err
+			}
 			s.c.refuse(http.StatusBadGateway, "no response from "+host)
 			return fail("upstream: " + oneLine(err.Error()))
 		}
 		var err error
 		resp, err = http.ReadResponse(s.upBr, req.Request)
 		if err != nil {
+			if keep, reason, err, ok := refusal(); ok {
+				return keep, reason, err
+			}
 			s.c.refuse(http.StatusBadGateway, "a malformed response from "+host)
 			return fail("upstream: " + oneLine(err.Error()))
 		}
@@ -524,7 +575,7 @@ func (s *httpSession) forward(req *request, host string, port int) (keep bool, r
 			return fail(err.Error())
 		}
 		s.c.splice(s.up, s.upBr)
-		return false, "a WebSocket relayed"
+		return false, "a WebSocket relayed", nil
 	}
 	removeHopHeaders(resp.Header)
 	closeAfter := req.Close || resp.Close
@@ -546,14 +597,14 @@ func (s *httpSession) forward(req *request, host string, port int) (keep bool, r
 	if err := <-wrote; err != nil {
 		s.c.client.Close()
 		s.closeUpstream()
-		return false, "sending the request: " + oneLine(err.Error())
+		return false, "sending the request: " + oneLine(err.Error()), nil
 	}
 	if closeAfter {
 		s.closeUpstream()
 		_ = s.c.client.CloseWrite()
-		return false, ""
+		return false, "", nil
 	}
-	return true, ""
+	return true, "", nil
 }
 
 // writeInterim writes an interim (1xx) response head as it came.

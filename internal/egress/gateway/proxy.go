@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jail-sandbox/jail/internal/egress/mitm"
 	"github.com/jail-sandbox/jail/internal/egress/rules"
 )
 
@@ -196,29 +197,38 @@ const (
 	sniffH2
 )
 
-// sniff classifies what the client sends first: TLS by its record type;
-// HTTP by a first line that says HTTP/ anywhere (any such line is taken
-// for HTTP and must then parse as a request; a server would take it for
-// one); anything else, or a line with a byte no request line holds,
-// passes through.
+// sniff classifies what the client sends first: TLS by its record type
+// (any TLS record type: a server skips a warning alert or a
+// change_cipher_spec before the ClientHello, which must not carry one
+// past its checks); HTTP by a first line that begins with a method (an
+// upper-case token and a space) or says HTTP/ anywhere (any such line is
+// taken for HTTP and must then parse as a request: a lenient server
+// would take it for one, odd bytes and all); anything else, or a line
+// with a control byte and neither of those, passes through.
 func sniff(br *bufio.Reader) (sniffed, error) {
 	n := 1
 	for {
 		_, err := br.Peek(n)
 		buf, _ := br.Peek(br.Buffered())
-		if len(buf) > 0 && buf[0] == recordHandshake {
+		if len(buf) > 0 && isTLSRecordType(buf[0]) {
 			return sniffTLS, nil
 		}
 		if len(buf) > 0 {
 			line := buf
 			// Leading empty lines: some servers skip them.
 			line = bytes.TrimLeft(line, "\r\n")
+			// (PRI is HTTP/2's preface, told apart below.)
+			if startsWithMethod(line) && !bytes.HasPrefix(line, []byte("PRI ")) {
+				return sniffHTTP, nil
+			}
 			end := bytes.IndexByte(line, '\n')
 			if end >= 0 {
 				line = line[:end]
 			}
 			for _, b := range line {
-				if b != '\r' && b != '\t' && (b < ' ' || b >= 0x7f) {
+				// obs-text (0x80 and above) is part of a line: lenient
+				// servers take it in a request target.
+				if b != '\r' && b != '\t' && (b < ' ' || b == 0x7f) {
 					return sniffOther, nil
 				}
 			}
@@ -241,6 +251,25 @@ func sniff(br *bufio.Reader) (sniffed, error) {
 		}
 		n = len(buf) + 1
 	}
+}
+
+// isTLSRecordType reports whether b is the content type of a TLS record
+// (RFC 8446 5.1, with heartbeat): change_cipher_spec, alert, handshake,
+// application_data, heartbeat.
+func isTLSRecordType(b byte) bool { return b >= 20 && b <= 24 }
+
+// startsWithMethod reports whether line begins with an upper-case token
+// and a space, as a request line does ("GET ").
+func startsWithMethod(line []byte) bool {
+	for i, b := range line {
+		if b == ' ' {
+			return i > 0
+		}
+		if b < 'A' || b > 'Z' {
+			return false
+		}
+	}
+	return false
 }
 
 // checkHello reads the client's ClientHello and checks it names host (if
@@ -282,14 +311,28 @@ func (c *conn) intercept(host string, port int, raw []byte, up *dialed) {
 	}
 	client := &replayConn{Conn: c.client, r: io.MultiReader(bytes.NewReader(raw), c.br)}
 	var mu sync.Mutex // the Interceptor may dial from several goroutines
-	var opened []net.Conn
+	// The upstream connections handed out and not closed yet: each is
+	// forgotten (untracked) when the Interceptor closes it, so that a
+	// long connection re-dialling its host holds none it closed.
+	opened := make(map[net.Conn]bool)
+	handOut := func(conn net.Conn) net.Conn {
+		mu.Lock()
+		opened[conn] = true
+		mu.Unlock()
+		return &untrackOnClose{Conn: conn, close: func() {
+			mu.Lock()
+			delete(opened, conn)
+			mu.Unlock()
+			c.g.untrack(conn)
+		}}
+	}
 	dial := func(ctx context.Context) (net.Conn, error) {
 		mu.Lock()
 		if up != nil && up.conn != nil {
 			conn := up.conn
 			up.conn = nil
 			mu.Unlock()
-			return conn, nil
+			return handOut(conn), nil
 		}
 		mu.Unlock()
 		d, err := c.g.dialChecked(ctx, host, port)
@@ -297,30 +340,83 @@ func (c *conn) intercept(host string, port int, raw []byte, up *dialed) {
 		if err != nil {
 			return nil, err
 		}
-		mu.Lock()
-		opened = append(opened, d.conn)
-		mu.Unlock()
-		return d.conn, nil
+		return handOut(d.conn), nil
 	}
-	_, _, err := c.g.cfg.Interceptor.ServeTLS(c.g.ctx, client, host, port, dial)
+	_, _, err := c.g.cfg.Interceptor.ServeTLS(c.g.ctx, client, host, port, dial, func(r mitm.Request) {
+		c.recordIntercepted(host, port, r)
+	})
 	mu.Lock()
-	for _, o := range opened {
-		c.g.untrack(o)
+	left := make([]net.Conn, 0, len(opened))
+	for o := range opened {
+		left = append(left, o)
 	}
 	if up != nil && up.conn != nil {
-		c.g.untrack(up.conn)
+		left = append(left, up.conn)
 	}
 	mu.Unlock()
+	for _, o := range left {
+		c.g.untrack(o)
+	}
 	if err != nil {
 		var r *refusal
 		if errors.As(err, &r) {
 			c.deny(r.rule, r.reason)
 			return
 		}
+		var ir interceptorRefusal
+		if errors.As(err, &ir) {
+			c.deny("", "refused by the secret filter: "+oneLine(ir.Refusal()))
+			return
+		}
 		c.ended("TLS terminated: " + oneLine(err.Error()))
 		return
 	}
 	c.ended("TLS terminated")
+}
+
+// recordIntercepted emits the Event of one request read on an
+// intercepted connection to host:port.
+func (c *conn) recordIntercepted(host string, port int, r mitm.Request) {
+	c.mu.Lock()
+	ev := Event{
+		Time: r.Time, Via: c.ev.Via, Client: c.ev.Client, Local: c.ev.Local,
+		Host: host, Port: port, Address: c.ev.Address, Rule: c.ev.Rule,
+		Method: r.Method, Verdict: Allowed, Reason: "TLS terminated: forwarded",
+		BytesUp: r.Up, BytesDown: r.Down, Duration: time.Since(r.Time),
+	}
+	c.mu.Unlock()
+	ev.Path = r.Target
+	if len(ev.Path) > maxPathInEvent {
+		ev.Path = ev.Path[:maxPathInEvent]
+	}
+	switch {
+	case r.Refused != nil:
+		ev.Verdict, ev.Reason = Denied, "refused by the secret filter: "+oneLine(r.Refused.Error())
+	case r.Err != nil:
+		var rf *refusal
+		if errors.As(r.Err, &rf) {
+			ev.Verdict, ev.Reason = Denied, rf.reason
+			if rf.rule != "" {
+				ev.Rule = rf.rule
+			}
+		} else {
+			ev.Reason = "TLS terminated: " + oneLine(r.Err.Error())
+		}
+	}
+	c.g.emit(ev)
+}
+
+// untrackOnClose is an upstream connection handed to the Interceptor:
+// its Close (the first) is close.
+type untrackOnClose struct {
+	net.Conn
+	once  sync.Once
+	close func()
+}
+
+func (u *untrackOnClose) Close() error {
+	u.once.Do(u.close)
+	return nil
 }
 
 // replayConn is a client connection whose Read first replays what was

@@ -135,7 +135,11 @@ func (c *conn) socksHandshake() (host string, port int, reply byte, reason strin
 		host = string(addr)
 	}
 	if req[1] != socksCmdConnect {
-		c.target(host, port, dialed{})
+		// On record only as a canonical host: the domain is the
+		// sandbox's bytes, and the denial goes to the user's terminal.
+		if canon, err := rules.CanonicalHost(host); err == nil {
+			c.target(canon, port, dialed{})
+		}
 		return "", 0, socksCmdNotSupp, fmt.Sprintf("SOCKS command %d: only CONNECT is served", req[1])
 	}
 	canon, err := rules.CanonicalHost(host)

@@ -155,6 +155,13 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	u.mu.Lock()
 	u.reqs = append(u.reqs, recorded{r.Method, r.Host, r.RequestURI, r.RemoteAddr, r.Header.Clone(), r.Trailer.Clone(), body})
 	u.mu.Unlock()
+	if r.Method == http.MethodTrace {
+		// TRACE as RFC 9110 9.3.8 has it: the request, as received, in
+		// the body.
+		w.Header().Set("Content-Type", "message/http")
+		r.Header.Write(w)
+		return
+	}
 	switch r.URL.Path {
 	case "/echo":
 		// Echoes the request's Authorization and X-Api-Key, as some
@@ -162,6 +169,22 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Echo-Authorization", r.Header.Get("Authorization"))
 		w.Header().Set("X-Echo-Api-Key", r.Header.Get("X-Api-Key"))
 		fmt.Fprintf(w, "echo")
+	case "/early-echo":
+		// Echoes the Authorization in a 103 Early Hints before the answer.
+		w.Header().Set("X-Echo-Authorization", r.Header.Get("Authorization"))
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("X-Echo-Authorization")
+		fmt.Fprintf(w, "early")
+	case "/ws-echo":
+		// Echoes the Authorization in its 101.
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nX-Echo-Authorization: " + r.Header.Get("Authorization") + "\r\n\r\n")
+		brw.Flush()
+		brw.ReadString('\n')
 	case "/stream":
 		w.Header().Set("Content-Type", "text/event-stream")
 		fmt.Fprint(w, "first\n")
@@ -204,6 +227,15 @@ type result struct {
 type harness struct {
 	ln      net.Listener
 	results chan result
+	mu      sync.Mutex
+	records []Request // every request's record
+}
+
+// requestRecords is the records so far.
+func (h *harness) requestRecords() []Request {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]Request(nil), h.records...)
 }
 
 func startHarness(t *testing.T, s *Secrets, host, upstreamAddr string) *harness {
@@ -229,6 +261,10 @@ func startHarness(t *testing.T, s *Secrets, host, upstreamAddr string) *harness 
 				up, down, err := s.ServeTLS(ctx, c, host, 443, func(ctx context.Context) (net.Conn, error) {
 					var d net.Dialer
 					return d.DialContext(ctx, "tcp", upstreamAddr)
+				}, func(r Request) {
+					h.mu.Lock()
+					h.records = append(h.records, r)
+					h.mu.Unlock()
 				})
 				h.results <- result{up, down, err}
 			}()

@@ -106,6 +106,10 @@ func (e *RefusedError) Error() string {
 	return fmt.Sprintf("request to %s refused: %s", e.Host, e.Reason)
 }
 
+// Refusal says why the request was refused: the gateway records an error
+// that has it as a denial.
+func (e *RefusedError) Refusal() string { return e.Error() }
+
 // NewSecrets checks bindings, makes placeholders where none is given, and
 // makes the sandbox's authority for the hosts they are bound to.
 func NewSecrets(sandbox string, bindings []Binding, opts Options) (*Secrets, error) {
@@ -383,6 +387,16 @@ func (s *Secrets) redact(host string, h http.Header) {
 			values[i] = v
 		}
 	}
+}
+
+// holdsValue reports whether v holds the value of a secret bound to host.
+func (s *Secrets) holdsValue(host, v string) bool {
+	for _, e := range s.byHost[host] {
+		if strings.Contains(v, *e.value) {
+			return true
+		}
+	}
+	return false
 }
 
 // basicCredentials decodes the credentials of an Authorization or

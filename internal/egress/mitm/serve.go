@@ -14,9 +14,29 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jail-sandbox/jail/internal/egress/rules"
 )
+
+// Request is the record of one request read on an intercepted
+// connection, for the audit: record is called with it once the request
+// was refused, or forwarded and its response relayed (or failed).
+type Request struct {
+	Time   time.Time // when its head was read
+	Method string
+	Target string // as sent
+	// Refused is why the request was refused (not forwarded), nil when
+	// it was forwarded.
+	Refused *RefusedError
+	// Err is why forwarding it or relaying its response failed, if it
+	// did.
+	Err error
+	// Up and Down are the bytes read from and written to the sandbox
+	// (TLS records) from the end of the request before to the end of
+	// this one.
+	Up, Down int64
+}
 
 // ServeTLS takes over client, a TLS connection from the sandbox meant for
 // host:port (its Read replays the ClientHello the gateway peeked), and
@@ -42,7 +62,10 @@ import (
 //
 // A value the host echoes in a response header comes back as its
 // placeholder; one it echoes in a response body is not looked for.
-func (s *Secrets) ServeTLS(ctx context.Context, client net.Conn, host string, port int, dial func(ctx context.Context) (net.Conn, error)) (up, down int64, err error) {
+//
+// record, when not nil, is called once for every request read (Request),
+// from ServeTLS's goroutine.
+func (s *Secrets) ServeTLS(ctx context.Context, client net.Conn, host string, port int, dial func(ctx context.Context) (net.Conn, error), record func(Request)) (up, down int64, err error) {
 	counted := &countingConn{Conn: client}
 	defer func() { up, down = counted.read.Load(), counted.written.Load() }()
 	defer func() { _ = client.Close() }()
@@ -81,6 +104,7 @@ func (s *Secrets) ServeTLS(ctx context.Context, client net.Conn, host string, po
 		// no other protocol is ever served unread.
 		return 0, 0, fmt.Errorf("mitm: %w", &RefusedError{Host: host, Reason: "protocol " + proto + " is not HTTP/1.1"})
 	}
+	p.record, p.counted = record, counted
 	return 0, 0, p.serve(ctx)
 }
 
@@ -121,6 +145,10 @@ type proxy struct {
 
 	connect func(ctx context.Context) (io.ReadWriteCloser, net.Conn, error)
 	buf     []byte
+
+	record           func(Request) // nil: no record
+	counted          *countingConn // the client's bytes, for the record
+	upSeen, downSeen int64         // of counted, at the last record
 
 	mu      sync.Mutex // guards up, upRaw and aborted against abort
 	up      io.ReadWriteCloser
@@ -200,11 +228,34 @@ func (p *proxy) serve(ctx context.Context) error {
 			return p.refuse(&RefusedError{Status: http.StatusBadRequest, Host: p.host, Reason: "a malformed request: " + shorten(err.Error())})
 		}
 		p.climit.unlimit()
+		start := time.Now()
 		keep, err := p.handle(ctx, req)
+		p.recordRequest(start, req, err)
 		if err != nil || !keep {
 			return err
 		}
 	}
+}
+
+// recordRequest hands the record of req, which err ended (nil: served),
+// to p.record.
+func (p *proxy) recordRequest(start time.Time, req *http.Request, err error) {
+	if p.record == nil {
+		return
+	}
+	r := Request{Time: start, Method: req.Method, Target: req.RequestURI}
+	var re *RefusedError
+	if errors.As(err, &re) {
+		r.Refused = re
+	} else {
+		r.Err = err
+	}
+	if p.counted != nil {
+		up, down := p.counted.read.Load(), p.counted.written.Load()
+		r.Up, r.Down = up-p.upSeen, down-p.downSeen
+		p.upSeen, p.downSeen = up, down
+	}
+	p.record(r)
 }
 
 func isNetError(err error) bool {
@@ -233,6 +284,10 @@ func (p *proxy) handle(ctx context.Context, req *http.Request) (keep bool, err e
 	switch {
 	case req.ProtoMajor != 1:
 		return false, p.refuse(&RefusedError{Status: http.StatusHTTPVersionNotSupported, Host: p.host, Reason: "only HTTP/1.x is served, not " + shorten(req.Proto)})
+	case req.Method == http.MethodTrace:
+		// A host that answers TRACE echoes the request, the value put in
+		// it with it, in a body this package does not filter.
+		return false, p.refuse(&RefusedError{Status: http.StatusMethodNotAllowed, Host: p.host, Reason: "TRACE, which echoes the request (and a secret's value in it) back"})
 	case req.Method == http.MethodConnect:
 		return false, p.refuse(&RefusedError{Status: http.StatusMethodNotAllowed, Host: p.host, Reason: "CONNECT inside an intercepted connection"})
 	case req.Host == "":
@@ -362,8 +417,8 @@ func (p *proxy) readResponse(req *http.Request) (*http.Response, error) {
 // it asked or its body ended with the connection.
 func (p *proxy) forwardResponse(req *http.Request, resp *http.Response, end bool) (bool, error) {
 	// resp.Body is read to its end or the host's connection closed:
-	// never closed, which would drain a stalled host.
-	p.s.redact(p.host, resp.Header)
+	// never closed, which would drain a stalled host. (writeResponseHead
+	// redacts the head.)
 	bodyless := req.Method == http.MethodHead || resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified
 	chunked, untilClose := false, false
 	switch {
@@ -494,11 +549,15 @@ func (p *proxy) writeRequestHead(req *http.Request, target string, chunked bool)
 	return err
 }
 
+// writeResponseHead writes the head of resp, final, informational (1xx)
+// or switching (101) alike, with the values of the secrets bound to the
+// host redacted from its headers and reason phrase.
 func (p *proxy) writeResponseHead(req *http.Request, resp *http.Response, framing string, end bool) error {
 	w := p.cw
+	p.s.redact(p.host, resp.Header)
 	reason := strings.TrimPrefix(resp.Status, strconv.Itoa(resp.StatusCode))
 	reason = strings.TrimSpace(reason)
-	if !validFieldValue(reason) {
+	if !validFieldValue(reason) || p.s.holdsValue(p.host, reason) {
 		reason = http.StatusText(resp.StatusCode)
 	}
 	fmt.Fprintf(w, "HTTP/1.1 %03d %s\r\n", resp.StatusCode, reason)

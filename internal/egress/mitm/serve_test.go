@@ -5,12 +5,14 @@ import (
 	"crypto/tls"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestServeTLSPutsTheValueOnlyWhereBound(t *testing.T) {
@@ -492,4 +494,99 @@ func newUpstreamDeferred(t *testing.T, names ...string) *upstream {
 	u.srv.TLS = &tls.Config{Certificates: []tls.Certificate{signLeaf(t, upstreamRoots.cert, upstreamRoots.key, "", names...)}}
 	t.Cleanup(u.srv.Close)
 	return u
+}
+
+// TestServeTLSRedactsAnEchoedValueInEveryResponseHead: a value a bound
+// host echoes comes back as its placeholder in the head of an
+// informational (103) or switching (101) response too, not only in the
+// final one's.
+func TestServeTLSRedactsAnEchoedValueInEveryResponseHead(t *testing.T) {
+	s := newTestSecrets(t, Options{})
+	ph := placeholderOf(t, s, "TOKEN")
+	for _, tt := range []struct{ path, extra string }{
+		{"/early-echo", ""},
+		{"/ws-echo", "Upgrade: websocket\r\nConnection: Upgrade\r\n"},
+	} {
+		t.Run(tt.path, func(t *testing.T) {
+			u := newUpstream(t, "api.test")
+			h := startHarness(t, s, "api.test", u.addr())
+			c, err := h.dialTLS(t, s, "api.test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			io.WriteString(c, "GET "+tt.path+" HTTP/1.1\r\nHost: api.test\r\n"+tt.extra+"Authorization: Bearer "+ph+"\r\n\r\n")
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			br := bufio.NewReader(c)
+			var head strings.Builder
+			for {
+				line, err := br.ReadString('\n')
+				head.WriteString(line)
+				if err != nil || line == "\r\n" && strings.Contains(head.String(), "X-Echo") {
+					break
+				}
+			}
+			if strings.Contains(head.String(), tokenValue) {
+				t.Fatalf("the value came back to the sandbox: %q", head.String())
+			}
+			if !strings.Contains(head.String(), "Bearer "+ph) {
+				t.Fatalf("no echo in %q", head.String())
+			}
+		})
+	}
+}
+
+// TestServeTLSRefusesTrace: TRACE to a bound host would come back with
+// the request as the host received it, value included, in the body.
+func TestServeTLSRefusesTrace(t *testing.T) {
+	s := newTestSecrets(t, Options{})
+	ph := placeholderOf(t, s, "TOKEN")
+	u := newUpstream(t, "api.test")
+	h := startHarness(t, s, "api.test", u.addr())
+	c, err := h.dialTLS(t, s, "api.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "TRACE / HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer "+ph+"\r\n\r\n")
+	got := readResponses(t, bufio.NewReader(c), "TRACE")[0]
+	if strings.Contains(got, tokenValue) || !strings.HasPrefix(got, "405 ") {
+		t.Fatalf("TRACE answered %q, want 405", got)
+	}
+	if len(u.requests()) != 0 {
+		t.Fatalf("the host got %d requests", len(u.requests()))
+	}
+}
+
+// TestServeTLSRecordsEveryRequest: record is called once per request
+// read, forwarded or refused, with its method and target as sent.
+func TestServeTLSRecordsEveryRequest(t *testing.T) {
+	s := newTestSecrets(t, Options{})
+	ph := placeholderOf(t, s, "TOKEN")
+	u := newUpstream(t, "api.test")
+	h := startHarness(t, s, "api.test", u.addr())
+	c, err := h.dialTLS(t, s, "api.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(c, "GET /one HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer "+ph+"\r\n\r\n"+
+		"POST /two HTTP/1.1\r\nHost: other.test\r\nContent-Length: 0\r\n\r\n")
+	readResponses(t, bufio.NewReader(c), "GET", "POST")
+	c.Close()
+	<-h.results
+	recs := h.requestRecords()
+	if len(recs) != 2 {
+		t.Fatalf("%d records, want 2: %+v", len(recs), recs)
+	}
+	if r := recs[0]; r.Method != "GET" || r.Target != "/one" || r.Refused != nil || r.Err != nil || r.Up == 0 || r.Down == 0 {
+		t.Errorf("first record %+v", r)
+	}
+	if r := recs[1]; r.Method != "POST" || r.Target != "/two" || r.Refused == nil || r.Refused.Status != http.StatusMisdirectedRequest {
+		t.Errorf("second record %+v", r)
+	}
+	for _, r := range recs {
+		if strings.Contains(fmt.Sprint(r), tokenValue) {
+			t.Errorf("a record holds the value: %+v", r)
+		}
+	}
 }
