@@ -158,7 +158,9 @@ func TestEgressPersistentSandboxKeepsItsGateway(t *testing.T) {
 func TestEgressGatewayGoesWithAKilledJail(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		n := newEgressNet(t, m, nil)
-		cmd := n.command(m, "run", "--net", "allow=allowed.test", "--", "sh", "-c", "echo up; sleep 60")
+		// The query starts the gateway however the rules start it (at
+		// once, or on first use when a gateway accepted them before).
+		cmd := n.command(m, "run", "--net", "allow=allowed.test", "--", "sh", "-c", "dig +short allowed.test >/dev/null; echo up; sleep 60")
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		out, err := cmd.StdoutPipe()
 		if err != nil {

@@ -26,6 +26,7 @@ import (
 	"os/signal"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -128,6 +129,7 @@ type gateway struct {
 	// proxies serves the HTTP and SOCKS proxies and the captured ports.
 	proxies interface{ Close() error }
 
+	limit   auditLimiter    // the sandbox's audit rate
 	eventMu sync.Mutex      // serialises denial events on the socket
 	told    map[string]bool // the denials told, by HOST:PORT
 }
@@ -195,16 +197,82 @@ func (g *gateway) close() {
 		_ = g.dns.Close()
 	}
 	if g.audit != nil {
+		g.flushAudit()
 		_ = g.audit.Close()
 	}
 }
 
 // record writes one line of the audit log.
 func (g *gateway) record(event string, d *audit.NetDetail) {
+	g.write(audit.Event{Event: event, Net: d})
+}
+
+// Audit lines one sandbox's gateway writes at most: auditBurst at once,
+// auditRate a second on average. The log is shared and rotated by size: a
+// sandbox flooding it with queries would push every older line out, its
+// own and other sandboxes'. Past the rate, lines are counted, and one
+// line a second says how many were not written.
+const (
+	auditRate  = 200
+	auditBurst = 10000
+)
+
+// auditLimiter is write's token bucket.
+type auditLimiter struct {
+	mu         sync.Mutex
+	tokens     float64
+	last       time.Time
+	dropped    int64
+	lastReport time.Time
+}
+
+// write writes e, with the sandbox's name, labels and uid, within the
+// sandbox's audit rate.
+func (g *gateway) write(e audit.Event) {
 	if g.audit == nil {
 		return
 	}
-	_ = g.audit.Write(audit.Event{Event: event, Sandbox: g.cfg.Sandbox, Labels: g.cfg.Labels, UID: g.cfg.UID, Net: d})
+	e.Sandbox, e.Labels, e.UID = g.cfg.Sandbox, g.cfg.Labels, g.cfg.UID
+	l := &g.limit
+	l.mu.Lock()
+	now := time.Now()
+	if l.last.IsZero() {
+		l.tokens, l.lastReport = auditBurst, now
+	} else {
+		l.tokens = min(auditBurst, l.tokens+now.Sub(l.last).Seconds()*auditRate)
+	}
+	l.last = now
+	var summary int64
+	allowed := l.tokens >= 1
+	if allowed {
+		l.tokens--
+	} else {
+		l.dropped++
+	}
+	if l.dropped > 0 && now.Sub(l.lastReport) >= time.Second {
+		summary, l.dropped, l.lastReport = l.dropped, 0, now
+	}
+	l.mu.Unlock()
+	if allowed {
+		_ = g.audit.Write(e)
+	}
+	if summary > 0 {
+		_ = g.audit.Write(audit.Event{Event: audit.Net, Sandbox: e.Sandbox, Labels: e.Labels, UID: e.UID,
+			Net: &audit.NetDetail{Via: "audit", Verdict: "dropped", Why: fmt.Sprintf("%d lines past the sandbox's audit rate (%d a second) not written", summary, auditRate)}})
+	}
+}
+
+// flushAudit writes the count of lines not written, if any.
+func (g *gateway) flushAudit() {
+	l := &g.limit
+	l.mu.Lock()
+	dropped := l.dropped
+	l.dropped = 0
+	l.mu.Unlock()
+	if dropped > 0 && g.audit != nil {
+		_ = g.audit.Write(audit.Event{Event: audit.Net, Sandbox: g.cfg.Sandbox, Labels: g.cfg.Labels, UID: g.cfg.UID,
+			Net: &audit.NetDetail{Via: "audit", Verdict: "dropped", Why: fmt.Sprintf("%d lines past the sandbox's audit rate (%d a second) not written", dropped, auditRate)}})
+	}
 }
 
 // denied tells jail of a denial, for the command's stderr, unless jail is

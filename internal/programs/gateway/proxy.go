@@ -52,10 +52,7 @@ func (g *gateway) recordConnection(e egressgw.Event) {
 	if e.Address.IsValid() {
 		d.Address = e.Address.String()
 	}
-	if g.audit != nil {
-		_ = g.audit.Write(audit.Event{Time: e.Time, Event: audit.Net, Sandbox: g.cfg.Sandbox, Labels: g.cfg.Labels,
-			UID: g.cfg.UID, Duration: e.Duration, Net: d})
-	}
+	g.write(audit.Event{Time: e.Time, Event: audit.Net, Duration: e.Duration, Net: d})
 	if e.Verdict == egressgw.Denied && e.Host != "" {
 		g.denied(e.Host, e.Port, e.Reason)
 	}
