@@ -972,7 +972,8 @@ func (s *Sandbox) Exec(ctx context.Context, p Process) (res Result, err error) {
 	}
 	io := newExecIO(&p, limit, values, c.log)
 	defer io.close()
-	defer func() { s.recordExec(c, &p, values, start, res, err) }()
+	execPid := 0
+	defer func() { s.recordExec(c, &p, values, start, res, err, execPid) }()
 	req := supervisor.ExecRequest{Process: proc, Signals: p.Signals}
 	if p.TTY {
 		req.Started = io.terminal
@@ -988,6 +989,7 @@ func (s *Sandbox) Exec(ctx context.Context, p Process) (res Result, err error) {
 		}
 	}
 	st, err := c.client.Exec(runCtx, req)
+	execPid = st.Pid
 	io.wait()
 	res = Result{ExitCode: st.Code, Signal: st.Signal, CPUMS: st.CPU.Milliseconds(), PeakMemoryBytes: st.MaxRSS}
 	res.WallMS = time.Since(start).Milliseconds()
@@ -1014,7 +1016,7 @@ func (s *Sandbox) Exec(ctx context.Context, p Process) (res Result, err error) {
 
 // recordExec writes the audit line of an exec: its command with secrets'
 // values replaced, never its environment.
-func (s *Sandbox) recordExec(c *sandboxConn, p *Process, values secrets.Values, start time.Time, res Result, err error) {
+func (s *Sandbox) recordExec(c *sandboxConn, p *Process, values secrets.Values, start time.Time, res Result, err error, execPid int) {
 	if s.m.audit == nil {
 		return
 	}
@@ -1025,7 +1027,7 @@ func (s *Sandbox) recordExec(c *sandboxConn, p *Process, values secrets.Values, 
 	e := audit.Event{
 		Event: audit.Exec, Sandbox: s.name, Labels: c.stored.Labels, Command: command, User: p.User,
 		ExitCode: res.ExitCode, Signal: res.Signal, Duration: time.Since(start),
-		CPU: time.Duration(res.CPUMS) * time.Millisecond, PeakMemory: res.PeakMemoryBytes,
+		CPU: time.Duration(res.CPUMS) * time.Millisecond, PeakMemory: res.PeakMemoryBytes, ExecPID: execPid,
 	}
 	if err != nil {
 		e.Error = values.Redact(err.Error())

@@ -209,12 +209,17 @@ type netRecord struct {
 	Rule    string `json:"rule"`
 	Why     string `json:"why"`
 	PID     int    `json:"pid"`
+	Exec    int    `json:"exec"`
 	Up      int64  `json:"bytes_up"`
 	Down    int64  `json:"bytes_down"`
 }
 
 // records reads the audit log's net and dns lines.
-func (n *egressNet) records() []netRecord {
+func (n *egressNet) records() []netRecord { return n.readRecords(false) }
+
+// readRecords reads the audit log's net and dns lines, and its exec lines
+// when all.
+func (n *egressNet) readRecords(all bool) []netRecord {
 	n.t.Helper()
 	f, err := os.Open(n.auditLog())
 	if os.IsNotExist(err) {
@@ -232,7 +237,7 @@ func (n *egressNet) records() []netRecord {
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			n.t.Fatalf("audit log: %v: %q", err, sc.Text())
 		}
-		if r.Event == "net" || r.Event == "dns" {
+		if r.Event == "net" || r.Event == "dns" || (all && r.Event == "exec") {
 			out = append(out, r)
 		}
 	}

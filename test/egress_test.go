@@ -135,14 +135,22 @@ func TestEgressPersistentSandboxKeepsItsGateway(t *testing.T) {
 				t.Fatalf("exec %d: exit %d\n%s%s", i, r.code, r.stdout, r.stderr)
 			}
 		}
-		found := false
-		for _, rec := range n.records() {
-			if rec.Event == "dns" && rec.Sandbox == "egress1" && rec.Host == "denied.test" && rec.Verdict == "denied" {
-				found = true
+		// Each query names the exec it came from: the exec line's "exec"
+		// (its command's host pid) is the session of the query's process.
+		execs := map[int]bool{}
+		for _, rec := range n.readRecords(true) {
+			if rec.Event == "exec" && rec.Sandbox == "egress1" && rec.Exec > 0 {
+				execs[rec.Exec] = true
 			}
 		}
-		if !found {
-			t.Errorf("no audit line for the sandbox's denied query: %+v", n.records())
+		found := 0
+		for _, rec := range n.records() {
+			if rec.Event == "dns" && rec.Sandbox == "egress1" && rec.Host == "denied.test" && rec.Verdict == "denied" && execs[rec.Exec] {
+				found++
+			}
+		}
+		if found == 0 || len(execs) != 2 {
+			t.Errorf("the denied queries do not name their execs (%d execs: %v): %+v", len(execs), execs, n.readRecords(true))
 		}
 		if r := with("create", "--net", "allow=*.com", "egress2"); r.code != 125 || !strings.Contains(r.stderr, `rule "*.com"`) {
 			t.Errorf("create with a bad rule: exit %d\n%s%s", r.code, r.stdout, r.stderr)

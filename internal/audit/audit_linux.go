@@ -99,6 +99,10 @@ type Event struct {
 	Error string
 	// Net is what the egress gateway saw, for Net and DNS events.
 	Net *NetDetail
+	// ExecPID is an exec's command's host pid ("exec"; exec only): the
+	// net and dns lines of what it started carry the same number, the
+	// session their process is in.
+	ExecPID int
 }
 
 // NetDetail is one connection, request or query of a sandbox through its
@@ -110,6 +114,10 @@ type NetDetail struct {
 	Via string `json:"via"`
 	// PID is the sandbox process's pid on the host, when known.
 	PID int `json:"pid,omitempty"`
+	// Exec is the host pid of its session's leader: an exec's command
+	// (the exec line's "exec"), or a run's; 0 when not known. Written as
+	// the line's "exec".
+	Exec int `json:"-"`
 	// Client is the sandbox's end of the connection or query.
 	Client string `json:"client,omitempty"`
 	// Host and Port are what the sandbox asked for; Address is the
@@ -152,6 +160,7 @@ type line struct {
 	PeakMemoryBytes *int64            `json:"peak_memory_bytes,omitempty"`
 	Error           string            `json:"error,omitempty"`
 	Truncated       bool              `json:"truncated,omitempty"`
+	Exec            int               `json:"exec,omitempty"`
 	*NetDetail
 }
 
@@ -172,9 +181,11 @@ func lineOf(e Event) line {
 		Signal:  e.Signal,
 		Error:   e.Error,
 	}
+	l.Exec = e.ExecPID
 	if e.Net != nil {
 		detail := *e.Net
 		l.NetDetail = &detail
+		l.Exec = detail.Exec
 	}
 	exec := e.Event == Exec
 	if exec || e.ExitCode != 0 {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -293,6 +294,9 @@ type ExecStatus struct {
 	Code, Signal int
 	CPU          time.Duration
 	MaxRSS       int64
+	// Pid is the command's pid as this process sees it (read from the
+	// pidfd the init sent), 0 when not known: the audit log's "exec".
+	Pid int
 }
 
 // Exec runs req in the sandbox and returns how it ended. A command that
@@ -319,6 +323,23 @@ func (c *Client) Exec(ctx context.Context, req ExecRequest) (ExecStatus, error) 
 	return st, err
 }
 
+// pidOfPidfd is the pid a pidfd names, as this process sees it (its
+// fdinfo's Pid), or 0.
+func pidOfPidfd(f *os.File) int {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/self/fdinfo/%d", f.Fd()))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "Pid:"); ok {
+			if pid, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && pid > 0 {
+				return pid
+			}
+		}
+	}
+	return 0
+}
+
 // runExec is one exec on a connection to an init: send sends a message
 // on it, replies routes its reports, gone is closed when it ends.
 func runExec(ctx context.Context, send func(control.Message, ...*os.File) error, replies *execReplies, gone <-chan struct{}, req ExecRequest, files []*os.File) (ExecStatus, error) {
@@ -329,6 +350,7 @@ func runExec(ctx context.Context, send func(control.Message, ...*os.File) error,
 		return ExecStatus{Code: api.ExitSetup}, &SetupError{Step: "exec", Err: err}
 	}
 	var pidfd *os.File
+	startedPid := 0
 	defer func() {
 		if pidfd != nil {
 			pidfd.Close()
@@ -352,6 +374,7 @@ func runExec(ctx context.Context, send func(control.Message, ...*os.File) error,
 			case control.KindStarted:
 				if len(r.files) > 0 {
 					pidfd = r.files[0]
+					startedPid = pidOfPidfd(pidfd)
 				}
 				var master *os.File
 				if len(r.files) > 1 {
@@ -367,7 +390,7 @@ func runExec(ctx context.Context, send func(control.Message, ...*os.File) error,
 				}
 				continue
 			case control.KindExit:
-				st := ExecStatus{Code: r.msg.Code, Signal: r.msg.Signal, CPU: time.Duration(r.msg.CPU) * time.Microsecond, MaxRSS: r.msg.MaxRSS * 1024}
+				st := ExecStatus{Code: r.msg.Code, Signal: r.msg.Signal, CPU: time.Duration(r.msg.CPU) * time.Microsecond, MaxRSS: r.msg.MaxRSS * 1024, Pid: startedPid}
 				if killed {
 					return st, ctx.Err()
 				}

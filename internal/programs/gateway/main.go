@@ -310,6 +310,7 @@ func (g *gateway) recordQuery(q dns.Query) {
 	}
 	if q.Client.IsValid() {
 		d.PID = g.pids.find(q.Network, netip.AddrPortFrom(q.Client.Addr().Unmap(), q.Client.Port()), netip.AddrPort{})
+		d.Exec = sessionOf(d.PID)
 	}
 	g.record(audit.DNS, d)
 	if q.Verdict == dns.Denied && q.Name != "" {

@@ -37,8 +37,9 @@ type pidFinder struct {
 }
 
 type pidLookup struct {
-	done chan struct{}
-	pid  int
+	done    chan struct{}
+	pid     int
+	session int // read with the pid: the process may be gone by the event
 }
 
 // Bounds of one lookup and of what is remembered.
@@ -94,6 +95,7 @@ func (f *pidFinder) start(proto string, client, server netip.AddrPort) {
 	go func() {
 		defer f.release()
 		l.pid = f.lookup(proto, client, server)
+		l.session = sessionOf(l.pid)
 		close(l.done)
 	}()
 }
@@ -110,24 +112,24 @@ func (f *pidFinder) acquire() bool {
 
 func (f *pidFinder) release() { <-f.active }
 
-// pid is the pid found for client, waiting a moment for its lookup; 0
-// when none was started or found.
-func (f *pidFinder) pid(client netip.AddrPort) int {
+// pid is the pid found for client and its session (sessionOf), waiting a
+// moment for its lookup; 0 when none was started or found.
+func (f *pidFinder) pid(client netip.AddrPort) (pid, session int) {
 	if f == nil {
-		return 0
+		return 0, 0
 	}
 	client = netip.AddrPortFrom(client.Addr().Unmap(), client.Port())
 	f.mu.Lock()
 	l := f.pending[client]
 	f.mu.Unlock()
 	if l == nil {
-		return 0
+		return 0, 0
 	}
 	select {
 	case <-l.done:
-		return l.pid
+		return l.pid, l.session
 	case <-time.After(lookupWaitLimit):
-		return 0
+		return 0, 0
 	}
 }
 
@@ -165,6 +167,34 @@ func (f *pidFinder) lookup(proto string, client, server netip.AddrPort) int {
 		}
 	}
 	return 0
+}
+
+// sessionOf is the session a process is in, as the host numbers it: the
+// pid of its leader, which for a sandbox's command is the command jail
+// started (each leads a session of its own). 0 when not known.
+func sessionOf(pid int) int {
+	if pid <= 0 {
+		return 0
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(data)
+	end := strings.LastIndexByte(s, ')')
+	if end < 0 {
+		return 0
+	}
+	// After the name: state, ppid, pgrp, session.
+	fields := strings.Fields(s[end+1:])
+	if len(fields) < 4 {
+		return 0
+	}
+	sid, err := strconv.Atoi(fields[3])
+	if err != nil {
+		return 0
+	}
+	return sid
 }
 
 // socketInode finds the socket bound to client in the sandbox's table of

@@ -33,7 +33,7 @@ func TestProcAddr(t *testing.T) {
 func TestNoFinderFindsNothing(t *testing.T) {
 	var f *pidFinder
 	f.start("tcp", netip.MustParseAddrPort("127.0.0.1:1"), netip.AddrPort{})
-	if f.pid(netip.MustParseAddrPort("127.0.0.1:1")) != 0 || f.find("udp", netip.MustParseAddrPort("127.0.0.1:1"), netip.AddrPort{}) != 0 {
+	if pid, _ := f.pid(netip.MustParseAddrPort("127.0.0.1:1")); pid != 0 || f.find("udp", netip.MustParseAddrPort("127.0.0.1:1"), netip.AddrPort{}) != 0 {
 		t.Error("a nil finder found a process")
 	}
 }

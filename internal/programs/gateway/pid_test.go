@@ -85,7 +85,7 @@ func TestPidLookupFindsTheProcessHoldingTheSocket(t *testing.T) {
 		t.Fatalf("find: pid %d, want %d", got, pid)
 	}
 	f.start("tcp", clients[0], server)
-	if got := f.pid(clients[0]); got != pid {
+	if got, _ := f.pid(clients[0]); got != pid {
 		t.Fatalf("start then pid: pid %d, want %d", got, pid)
 	}
 }
@@ -109,7 +109,7 @@ func TestPidLookupsAtOnceAreBounded(t *testing.T) {
 	}
 	found := 0
 	for _, c := range clients {
-		if f.pid(c) != 0 {
+		if got, _ := f.pid(c); got != 0 {
 			found++
 		}
 	}

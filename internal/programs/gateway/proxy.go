@@ -47,7 +47,7 @@ func (g *gateway) recordConnection(e egressgw.Event) {
 	}
 	if e.Client.IsValid() {
 		d.Client = e.Client.String()
-		d.PID = g.pids.pid(e.Client)
+		d.PID, d.Exec = g.pids.pid(e.Client)
 	}
 	if e.Address.IsValid() {
 		d.Address = e.Address.String()
