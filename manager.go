@@ -69,6 +69,11 @@ type Process struct {
 	// Stdin, Stdout and Stderr connect the command; nil means nothing.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
+	// NetDenials receives, once the command has ended, one line per
+	// destination the sandbox's egress gateway denied to what the command
+	// started, "net: denied HOST:PORT (reason)", read from the audit log;
+	// nil: none.
+	NetDenials io.Writer
 }
 
 // SandboxInfo is what `jail ls` and GET /v1/sandboxes/{name} show of a

@@ -3,6 +3,7 @@
 package jail
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -24,6 +25,7 @@ import (
 	"github.com/jail-sandbox/jail/cgroups"
 	"github.com/jail-sandbox/jail/internal/audit"
 	"github.com/jail-sandbox/jail/internal/config"
+	"github.com/jail-sandbox/jail/internal/oneline"
 	"github.com/jail-sandbox/jail/internal/privdir"
 	"github.com/jail-sandbox/jail/internal/sandboxdir"
 	"github.com/jail-sandbox/jail/internal/sandboxlog"
@@ -486,6 +488,75 @@ func (m *Manager) boot(ctx context.Context, sb *sandboxdir.Sandbox, stored store
 		_ = cmd.Process.Kill()
 		<-waited
 		return undo(ctx.Err())
+	}
+}
+
+// auditSize is the audit log's size now (-1: none to read).
+func (m *Manager) auditSize() int64 {
+	path := m.auditPath()
+	if path == "-" {
+		return -1
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
+// maxDenialScan bounds what tellDenials reads of the audit log.
+const maxDenialScan = 4 << 20
+
+// tellDenials writes to w the denials the gateway recorded, since offset
+// from of the audit log, of the sandbox's exec whose command is execPid:
+// one "net: denied HOST:PORT (reason)" line per destination. A log
+// rotated meanwhile is read from its start.
+func (m *Manager) tellDenials(w io.Writer, sandbox string, execPid int, from int64) {
+	if from < 0 || execPid <= 0 {
+		return
+	}
+	f, err := os.Open(m.auditPath())
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return
+	} else if st.Size() < from {
+		from = 0
+	}
+	if _, err := f.Seek(from, io.SeekStart); err != nil {
+		return
+	}
+	told := map[string]bool{}
+	sc := bufio.NewScanner(io.LimitReader(f, maxDenialScan))
+	sc.Buffer(make([]byte, 0, 64<<10), audit.MaxLine)
+	for sc.Scan() {
+		var l struct {
+			Event   string `json:"event"`
+			Sandbox string `json:"sandbox"`
+			Exec    int    `json:"exec"`
+			Verdict string `json:"verdict"`
+			Host    string `json:"host"`
+			Port    int    `json:"port"`
+			Why     string `json:"why"`
+		}
+		if json.Unmarshal(sc.Bytes(), &l) != nil || (l.Event != audit.Net && l.Event != audit.DNS) ||
+			l.Sandbox != sandbox || l.Exec != execPid || l.Verdict != "denied" || l.Host == "" {
+			continue
+		}
+		target := oneline.Escape(l.Host)
+		if l.Event == audit.Net && l.Port != 0 {
+			if strings.Contains(target, ":") {
+				target = "[" + target + "]"
+			}
+			target = fmt.Sprintf("%s:%d", target, l.Port)
+		}
+		if told[target] {
+			continue
+		}
+		told[target] = true
+		fmt.Fprintf(w, "net: denied %s (%s)\n", target, oneline.Escape(l.Why))
 	}
 }
 
@@ -974,6 +1045,12 @@ func (s *Sandbox) Exec(ctx context.Context, p Process) (res Result, err error) {
 	defer io.close()
 	execPid := 0
 	defer func() { s.recordExec(c, &p, values, start, res, err, execPid) }()
+	if p.NetDenials != nil {
+		if _, egress := egressRules(c.stored.Options.Net); egress || c.stored.Options.Profile != "" {
+			from := s.m.auditSize()
+			defer func() { s.m.tellDenials(p.NetDenials, s.name, execPid, from) }()
+		}
+	}
 	req := supervisor.ExecRequest{Process: proc, Signals: p.Signals}
 	if p.TTY {
 		req.Started = io.terminal

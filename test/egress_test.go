@@ -152,6 +152,11 @@ func TestEgressPersistentSandboxKeepsItsGateway(t *testing.T) {
 		if found == 0 || len(execs) != 2 {
 			t.Errorf("the denied queries do not name their execs (%d execs: %v): %+v", len(execs), execs, n.readRecords(true))
 		}
+		// The command's own denials, with --json, once it has ended.
+		r := with("exec", "--json", "egress1", "--", "sh", "-c", "dig +short denied.test; dig +short denied.test; dig +short allowed.test")
+		if r.code != 0 || strings.Count(r.stderr, "jail: net: denied denied.test (no rule)\n") != 1 || strings.Contains(r.stderr, "allowed.test") {
+			t.Errorf("exec --json: exit %d, stderr %q: want one denial line for denied.test", r.code, r.stderr)
+		}
 		if r := with("create", "--net", "allow=*.com", "egress2"); r.code != 125 || !strings.Contains(r.stderr, `rule "*.com"`) {
 			t.Errorf("create with a bad rule: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}

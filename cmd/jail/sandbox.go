@@ -102,6 +102,7 @@ func (f *execFlags) process(command []string) (jail.Process, error) {
 	p := jail.Process{
 		Command: command, Secrets: f.secrets, Workdir: f.workdir, User: f.user,
 		Timeout: f.timeout, TTY: f.tty, Capture: f.json,
+		NetDenials: denialWriter(f.json),
 	}
 	if f.outputLimit != "" {
 		var err error
