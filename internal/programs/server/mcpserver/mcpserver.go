@@ -51,7 +51,7 @@ const (
 	ScopeLabel = "jail.mcp.scope"
 	// SessionLabel marks a session's own sandbox (run_python, run_shell)
 	// with the session's id.
-	SessionLabel = "jail.mcp.session"
+	SessionLabel   = "jail.mcp.session"
 	reservedLabels = "jail."
 )
 
