@@ -12,7 +12,7 @@
 //     cannot believe it widened a sandbox.
 //   - The tools reach only sandboxes this server's configuration made
 //     (label jail.mcp.scope, a digest of that spec): never a sandbox the
-//     user made with wider options.
+//     user made with wider options, nor another session's own.
 //   - run_python and run_shell share one sandbox per MCP session, made on
 //     first use and removed when the session ends (its input's end, the
 //     server's context cancelled); one left by a server killed outright
@@ -262,20 +262,42 @@ func (s *Server) spec(name string, labels map[string]string) jail.Spec {
 	return spec
 }
 
-// owned returns the sandbox name if this server's configuration made it.
-func (s *Server) owned(name string) (*jail.Sandbox, jail.SandboxInfo, error) {
+// sessionID is the id of the calling session's sandbox ("": none yet).
+func (s *Server) sessionID(ss *mcp.ServerSession) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sess := s.sessions[ss]; sess != nil {
+		return sess.id
+	}
+	return ""
+}
+
+// visible tells whether a client of the session whose sandbox is session
+// may see the sandbox info: one made by this server's configuration, and
+// not another session's own.
+func (s *Server) visible(info jail.SandboxInfo, session string) bool {
+	if info.Labels[ScopeLabel] != s.scope {
+		return false
+	}
+	other, ok := info.Labels[SessionLabel]
+	return !ok || other == session
+}
+
+// owned returns the sandbox name if the calling session may reach it
+// (visible).
+func (s *Server) owned(req *mcp.CallToolRequest, name string) (*jail.Sandbox, error) {
 	sb, err := s.m.Get(name)
 	if err != nil {
-		return nil, jail.SandboxInfo{}, err
+		return nil, err
 	}
 	info, err := sb.Info()
 	if err != nil {
-		return nil, info, err
+		return nil, err
 	}
-	if info.Labels[ScopeLabel] != s.scope {
-		return nil, info, fmt.Errorf("sandbox %s: %w among this MCP server's (it reaches only the sandboxes it made)", name, jail.ErrNotFound)
+	if !s.visible(info, s.sessionID(req.Session)) {
+		return nil, fmt.Errorf("sandbox %s: %w among this MCP server's (it reaches only the sandboxes it made, and no other session's own)", name, jail.ErrNotFound)
 	}
-	return sb, info, nil
+	return sb, nil
 }
 
 // ExecOutput is what a command's tool returns.
@@ -457,7 +479,7 @@ func (s *Server) addTools() {
 	addTool(s, &mcp.Tool{
 		Name:  "sandbox_create",
 		Title: "Create a sandbox",
-		Description: "Make a named, persistent sandbox (kept after this session, until sandbox_remove or an hour unused) to run commands in with sandbox_exec. " +
+		Description: "Make a named, persistent sandbox (kept after this session, until sandbox_remove" + s.idleNote() + ") to run commands in with sandbox_exec. " +
 			"Its root filesystem, network, mounts and limits are the server's own and cannot be chosen.",
 	}, s.create)
 	addTool(s, &mcp.Tool{
@@ -484,6 +506,14 @@ func (s *Server) addTools() {
 		Description: "Return the combined output of the commands run in a sandbox so far, its last lines.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 	}, s.logs)
+}
+
+// idleNote says when an unused sandbox goes, for a tool's description.
+func (s *Server) idleNote() string {
+	if s.cfg.IdleTimeout <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" or %s unused", s.cfg.IdleTimeout)
 }
 
 // texter is a result with a text rendering of its own.
@@ -661,7 +691,7 @@ func (s *Server) execTool(ctx context.Context, req *mcp.CallToolRequest, in *Exe
 	if _, err := s.timeout(in.Timeout); err != nil {
 		return nil, err
 	}
-	sb, _, err := s.owned(in.Name)
+	sb, err := s.owned(req, in.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -678,15 +708,12 @@ func (s *Server) list(ctx context.Context, req *mcp.CallToolRequest, in *ListInp
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	var id string
-	if sess := s.sessions[req.Session]; sess != nil {
-		id = sess.id
-	}
-	s.mu.Unlock()
+	id := s.sessionID(req.Session)
 	out := &ListOutput{Sandboxes: []SandboxOutput{}}
 	for _, info := range infos {
-		out.Sandboxes = append(out.Sandboxes, s.describe(info, id))
+		if s.visible(info, id) {
+			out.Sandboxes = append(out.Sandboxes, s.describe(info, id))
+		}
 	}
 	sort.Slice(out.Sandboxes, func(i, j int) bool { return out.Sandboxes[i].Name < out.Sandboxes[j].Name })
 	return out, nil
@@ -696,7 +723,7 @@ func (s *Server) remove(ctx context.Context, req *mcp.CallToolRequest, in *NameI
 	if err := required("name", in.Name); err != nil {
 		return nil, err
 	}
-	if _, _, err := s.owned(in.Name); err != nil {
+	if _, err := s.owned(req, in.Name); err != nil {
 		return nil, err
 	}
 	if err := s.m.Remove(in.Name, true); err != nil {
@@ -716,7 +743,7 @@ func (s *Server) logs(ctx context.Context, req *mcp.CallToolRequest, in *LogsInp
 	if tail < 0 {
 		return nil, fmt.Errorf("tail %d: must be positive", in.Tail)
 	}
-	sb, _, err := s.owned(in.Name)
+	sb, err := s.owned(req, in.Name)
 	if err != nil {
 		return nil, err
 	}

@@ -320,17 +320,70 @@ func TestNamedSandboxLifecycle(t *testing.T) {
 	if _, err := s.m.Get("work"); err != nil {
 		t.Fatalf("a named sandbox went with the session: %v", err)
 	}
-	// A new session of the same configuration reaches it, and removes it.
-	s2 := &serving{m: s.m, srv: mcpserver.New(s.m, config(t)), done: make(chan error, 1)}
-	serverT, clientT := mcp.NewInMemoryTransports()
-	go func() { s2.done <- s2.srv.Serve(context.Background(), serverT) }()
-	var err error
-	if s2.client, err = mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(), clientT, nil); err != nil {
-		t.Fatal(err)
-	}
-	defer s2.close(t)
+	// A new server of the same configuration reaches it, and removes it.
+	s2 := session(t, s.m, mcpserver.New(s.m, config(t)))
 	ok[mcpserver.RemoveOutput](t, s2, "sandbox_remove", map[string]any{"name": "work"})
 	if infos, _ := s.m.List(nil); len(infos) != 0 {
 		t.Fatalf("after sandbox_remove: %+v", infos)
 	}
+}
+
+// session connects a new client session to srv.
+func session(t *testing.T, m *jail.Manager, srv *mcpserver.Server) *serving {
+	t.Helper()
+	s := &serving{m: m, srv: srv, done: make(chan error, 1)}
+	serverT, clientT := mcp.NewInMemoryTransports()
+	go func() { s.done <- srv.Serve(context.Background(), serverT) }()
+	var err error
+	if s.client, err = mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(), clientT, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.close(t) })
+	return s
+}
+
+// TestSessionsDoNotReachEachOthersSandbox: two sessions of one server
+// each get a sandbox of their own; neither lists, runs in, reads or
+// removes the other's, while both reach a named one.
+func TestSessionsDoNotReachEachOthersSandbox(t *testing.T) {
+	a := start(t, config(t))
+	b := session(t, a.m, a.srv)
+	inA := ok[mcpserver.ExecOutput](t, a, "run_shell", map[string]any{"script": "echo a > /tmp/who"})
+	inB := ok[mcpserver.ExecOutput](t, b, "run_shell", map[string]any{"script": "cat /tmp/who 2>/dev/null || echo none"})
+	if inB.Sandbox == inA.Sandbox || inB.Stdout != "none\n" {
+		t.Fatalf("session b ran in %s (%q); a in %s", inB.Sandbox, inB.Stdout, inA.Sandbox)
+	}
+	ok[mcpserver.CreateOutput](t, a, "sandbox_create", map[string]any{"name": "shared"})
+	list := ok[mcpserver.ListOutput](t, b, "sandbox_list", map[string]any{})
+	var names []string
+	for _, sb := range list.Sandboxes {
+		names = append(names, sb.Name)
+	}
+	if strings.Join(names, ",") != strings.Join(sortedPair(inB.Sandbox, "shared"), ",") {
+		t.Errorf("session b lists %v; want its own and shared", names)
+	}
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"sandbox_exec", map[string]any{"name": inA.Sandbox, "command": "cat", "args": []string{"/tmp/who"}}},
+		{"sandbox_logs", map[string]any{"name": inA.Sandbox}},
+		{"sandbox_remove", map[string]any{"name": inA.Sandbox}},
+	} {
+		res := b.call(t, c.tool, c.args)
+		if !res.IsError || !strings.Contains(text(res), "no such sandbox among this MCP server's") {
+			t.Errorf("session b: %s on a's sandbox: %q", c.tool, text(res))
+		}
+	}
+	ok[mcpserver.ExecOutput](t, b, "sandbox_exec", map[string]any{"name": "shared", "command": "true"})
+	if _, err := a.m.Get(inA.Sandbox); err != nil {
+		t.Fatalf("a's sandbox: %v", err)
+	}
+}
+
+func sortedPair(x, y string) []string {
+	if x > y {
+		x, y = y, x
+	}
+	return []string{x, y}
 }
