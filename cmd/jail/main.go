@@ -33,6 +33,8 @@ const usage = `usage: jail COMMAND [OPTIONS]
   secret add NAME --from-file PATH | --from-env VAR | --from-command CMD | ls [--json] | rm NAME
   net check [--json] RULES HOST[:PORT]      which egress rule decides for HOST, and why
   serve [--socket PATH] [--pool N]          the HTTP API on a unix socket
+  mcp [--image REF] [--profile P] [--workspace DIR] [--net allow=RULES] ...
+                                            a Model Context Protocol server on stdio
   version                                   print the version
 
 Run 'jail help run' (or 'jail run --help') for the RUN OPTIONS.
@@ -63,13 +65,15 @@ func dispatch(args []string) int {
 		return 0
 	case "help", "-h", "--help":
 		// jail help COMMAND: that command's own help.
-		if len(args) == 2 && (args[1] == "run" || args[1] == "serve") {
+		if len(args) == 2 && (args[1] == "run" || args[1] == "serve" || args[1] == "mcp") {
 			return dispatch([]string{args[1], "--help"})
 		}
 		fmt.Print(usage)
 		return 0
 	case "serve":
 		return serveCommand(args[1:])
+	case "mcp":
+		return mcpCommand(args[1:])
 	case "create":
 		return createCommand(args[1:])
 	case "exec":

@@ -1,9 +1,11 @@
 // Command server is the server program of jail (see package programs): `jail
-// serve`, the HTTP API on a unix socket. jail checks the flags and then
-// execs it, so it keeps jail's pid; it is embedded in jail at build time
-// and never installed on its own.
+// serve`, the HTTP API on a unix socket, and `jail mcp`, the Model Context
+// Protocol server on stdio (package mcpserver), both of which link net/http.
+// jail checks the flags and then execs it, so it keeps jail's pid; it is
+// embedded in jail at build time and never installed on its own.
 //
 //	jail serve [--socket PATH] [--pool N] [--max-runs N]   as jail serve got them
+//	jail mcp [FLAGS]                                       as jail mcp got them
 package main
 
 import (
@@ -22,6 +24,10 @@ func main() {
 	jail.Init()
 	// The tools program jail handed over (image pulls, user profiles).
 	programs.AdoptTools()
+	if len(os.Args) > 1 && os.Args[1] == "mcp" {
+		procname.Set("jail-mcp")
+		os.Exit(mcpCommand(os.Args[1:]))
+	}
 	procname.Set("jail-server")
 	os.Exit(serve(os.Args[1:]))
 }
