@@ -778,7 +778,7 @@ func dialSandbox(sb *sandboxdir.Sandbox, bound int64) (*sandboxConn, error) {
 	// A sandbox still being made has its lock held (its holder) and no
 	// control socket yet: its creation is waited for, as its creator
 	// does, rather than taken for death.
-	for deadline := time.Now().Add(creationWait); errors.Is(err, supervisor.ErrSandboxGone) && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(creationWait); errors.Is(err, supervisor.ErrNoControlSocket) && time.Now().Before(deadline); {
 		if live, _ := sb.Live(); !live {
 			break
 		}

@@ -47,6 +47,11 @@ type Client struct {
 // during the request).
 var ErrSandboxGone = errors.New("the sandbox is not running")
 
+// ErrNoControlSocket: the sandbox has no control socket (Dial's ENOENT):
+// gone, or still being made, which only its lock tells apart. It is an
+// ErrSandboxGone.
+var ErrNoControlSocket = fmt.Errorf("no control socket: %w", ErrSandboxGone)
+
 // MonitorRefusal: the sandbox's monitor is alive but could not hand its
 // init a connection for this client, for Reason (the kernel refused to
 // pass the descriptor: ETOOMANYREFS when the monitor's user has too many
@@ -87,7 +92,10 @@ func Dial(dir *os.File) (*Client, error) {
 	err = unix.Connect(sock, addr)
 	if err != nil {
 		unix.Close(sock)
-		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ECONNREFUSED) {
+		if errors.Is(err, unix.ENOENT) {
+			return nil, ErrNoControlSocket
+		}
+		if errors.Is(err, unix.ECONNREFUSED) {
 			return nil, ErrSandboxGone
 		}
 		return nil, fmt.Errorf("connect to the sandbox: %w", err)
