@@ -393,30 +393,12 @@ var trustEnv = []string{
 func applyHello(c *config.Init, hello protocol.Hello) {
 	if hello.CA != "" {
 		c.Files = append(c.Files, config.File{Destination: trustStore, Data: []byte(hello.CA), Append: true})
-		c.Process.Env = setEnv(c.Process.Env, trustEnv)
+		c.Process.Env = mergeEnv(c.Process.Env, trustEnv)
 	}
 	var placeholders []string
 	for name, ph := range hello.Placeholders {
 		placeholders = append(placeholders, name+"="+ph)
 	}
 	sort.Strings(placeholders)
-	c.Process.Env = setEnv(c.Process.Env, placeholders)
-}
-
-// setEnv sets each K=V of add in env, replacing an entry of the same key.
-func setEnv(env, add []string) []string {
-	out := append([]string(nil), env...)
-	for _, e := range add {
-		k, _, _ := strings.Cut(e, "=")
-		replaced := false
-		for i, o := range out {
-			if strings.HasPrefix(o, k+"=") {
-				out[i], replaced = e, true
-			}
-		}
-		if !replaced {
-			out = append(out, e)
-		}
-	}
-	return out
+	c.Process.Env = mergeEnv(c.Process.Env, placeholders)
 }

@@ -8,12 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
 
-	"golang.org/x/sys/unix"
+	"github.com/jail-sandbox/jail/test/internal/netns"
 )
 
 // egressNet is a network namespace a test makes for the egress gateway's
@@ -44,7 +43,7 @@ func newEgressNet(t *testing.T, m mode, names map[string]string) *egressNet {
 		}
 	}
 	name := fmt.Sprintf("jailtest-%d", egressNets.Add(1))
-	ns, err := newNetns()
+	ns, err := netns.New()
 	if err != nil {
 		t.Fatalf("network namespace: %v", err)
 	}
@@ -75,99 +74,16 @@ func newEgressNet(t *testing.T, m mode, names map[string]string) *egressNet {
 	return &egressNet{t: t, name: name, ns: ns, hosts: hostsFile, dir: dir}
 }
 
-// newNetns makes a network namespace with its loopback up, on a thread
-// that enters it and returns to the test's own, and returns it.
-func newNetns() (*os.File, error) {
-	type answer struct {
-		ns  *os.File
-		err error
-	}
-	done := make(chan answer, 1)
-	go func() {
-		runtime.LockOSThread()
-		self, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			done <- answer{err: err}
-			return
-		}
-		defer self.Close()
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			done <- answer{err: err}
-			return
-		}
-		ns, err := os.Open("/proc/thread-self/ns/net")
-		if err == nil {
-			err = loopbackUp()
-		}
-		if serr := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); serr != nil {
-			done <- answer{err: serr} // the thread ends with its goroutine
-			return
-		}
-		runtime.UnlockOSThread()
-		done <- answer{ns: ns, err: err}
-	}()
-	a := <-done
-	return a.ns, a.err
-}
-
-// loopbackUp sets lo up in the calling thread's network namespace.
-func loopbackUp() error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq("lo")
-	if err != nil {
-		return err
-	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return err
-	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
-}
-
-// listen opens a listener inside the namespace (on a thread that enters it
-// and leaves it again); the test serves it from anywhere.
+// listen opens a listener inside the namespace; the test serves it from
+// anywhere.
 func (n *egressNet) listen(network, addr string) net.Listener {
 	n.t.Helper()
-	type answer struct {
-		l   net.Listener
-		err error
+	l, err := netns.Listen(n.ns, network, addr)
+	if err != nil {
+		n.t.Fatalf("listen %s %s in %s: %v", network, addr, n.name, err)
 	}
-	done := make(chan answer, 1)
-	go func() {
-		runtime.LockOSThread()
-		// Unlocked only once back in the test's own namespace: a thread
-		// that could not return ends with its goroutine.
-		self, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			done <- answer{err: err}
-			return
-		}
-		defer self.Close()
-		if err := unix.Setns(int(n.ns.Fd()), unix.CLONE_NEWNET); err != nil {
-			done <- answer{err: err}
-			return
-		}
-		l, lerr := net.Listen(network, addr)
-		if err := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); err != nil {
-			if l != nil {
-				l.Close()
-			}
-			done <- answer{err: err}
-			return
-		}
-		runtime.UnlockOSThread()
-		done <- answer{l: l, err: lerr}
-	}()
-	a := <-done
-	if a.err != nil {
-		n.t.Fatalf("listen %s %s in %s: %v", network, addr, n.name, a.err)
-	}
-	n.t.Cleanup(func() { a.l.Close() })
-	return a.l
+	n.t.Cleanup(func() { l.Close() })
+	return l
 }
 
 // auditLog is the audit log jail writes in the namespace's tests.

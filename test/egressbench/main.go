@@ -25,18 +25,16 @@ import (
 	"flag"
 	"fmt"
 	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/jail-sandbox/jail/test/internal/netns"
 )
 
 func main() {
@@ -84,7 +82,7 @@ func run(jailBin, baseBin, shell string, outside bool, rounds, mib, tputRounds, 
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return err
 	}
-	ns, err := newNetns()
+	ns, err := netns.New()
 	if err != nil {
 		return fmt.Errorf("network namespace: %w", err)
 	}
@@ -94,7 +92,7 @@ func run(jailBin, baseBin, shell string, outside bool, rounds, mib, tputRounds, 
 	if err != nil {
 		return err
 	}
-	l, err := listenIn(ns, address+":443")
+	l, err := netns.Listen(ns, "tcp", address+":443")
 	if err != nil {
 		return err
 	}
@@ -398,87 +396,4 @@ func authority(caFile string) (*tls.Config, error) {
 		return nil, err
 	}
 	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}, nil
-}
-
-// newNetns makes a network namespace with its loopback up, from a thread
-// that returns to this process's own.
-func newNetns() (*os.File, error) {
-	type answer struct {
-		ns  *os.File
-		err error
-	}
-	done := make(chan answer, 1)
-	go func() {
-		runtime.LockOSThread()
-		self, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			done <- answer{err: err}
-			return
-		}
-		defer self.Close()
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			done <- answer{err: err}
-			return
-		}
-		ns, err := os.Open("/proc/thread-self/ns/net")
-		if err == nil {
-			err = loopbackUp()
-		}
-		if serr := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); serr != nil {
-			done <- answer{err: serr}
-			return
-		}
-		runtime.UnlockOSThread()
-		done <- answer{ns: ns, err: err}
-	}()
-	a := <-done
-	return a.ns, a.err
-}
-
-func loopbackUp() error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq("lo")
-	if err != nil {
-		return err
-	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return err
-	}
-	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
-	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
-}
-
-// listenIn listens on addr inside the namespace ns.
-func listenIn(ns *os.File, addr string) (net.Listener, error) {
-	type answer struct {
-		l   net.Listener
-		err error
-	}
-	done := make(chan answer, 1)
-	go func() {
-		runtime.LockOSThread()
-		self, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			done <- answer{err: err}
-			return
-		}
-		defer self.Close()
-		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
-			done <- answer{err: err}
-			return
-		}
-		l, lerr := net.Listen("tcp", addr)
-		if err := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); err != nil {
-			done <- answer{err: err}
-			return
-		}
-		runtime.UnlockOSThread()
-		done <- answer{l: l, err: lerr}
-	}()
-	a := <-done
-	return a.l, a.err
 }
