@@ -38,6 +38,12 @@ var (
 func mcpNodeClient(t *testing.T) string {
 	t.Helper()
 	mcpNodeOnce.Do(func() {
+		// The cgroup v2 VM runs the built test binaries only, without the
+		// tree (and without a network to fetch the client from).
+		if _, err := os.Stat("mcpclient/client.mjs"); err != nil {
+			mcpNodeErr = "its script is not here (" + err.Error() + "): it runs from a checkout"
+			return
+		}
 		for _, tool := range []string{"node", "npm"} {
 			if _, err := exec.LookPath(tool); err != nil {
 				mcpNodeErr = tool + " is not installed (apt-get install nodejs npm)"
@@ -49,7 +55,7 @@ func mcpNodeClient(t *testing.T) string {
 			mcpNodeErr = err.Error()
 			return
 		}
-		install := exec.Command("npm", "install", "--no-audit", "--no-fund", "--no-save", "--loglevel=error", "@modelcontextprotocol/sdk@"+mcpTypeScriptSDK)
+		install := exec.Command("npm", "install", "--no-audit", "--no-fund", "--no-save", "--loglevel=error", "--fetch-retries=1", "--fetch-timeout=30000", "@modelcontextprotocol/sdk@"+mcpTypeScriptSDK)
 		install.Dir = dir
 		done := make(chan struct{})
 		var out []byte
