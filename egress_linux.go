@@ -17,6 +17,7 @@ import (
 	"github.com/jail-sandbox/jail/internal/egress/known"
 	"github.com/jail-sandbox/jail/internal/egress/launch"
 	"github.com/jail-sandbox/jail/internal/egress/protocol"
+	"github.com/jail-sandbox/jail/internal/oneline"
 	"github.com/jail-sandbox/jail/internal/privdir"
 	"github.com/jail-sandbox/jail/internal/programs"
 	"github.com/jail-sandbox/jail/internal/secrets"
@@ -341,11 +342,13 @@ func serveGateway(gw *launch.Gateway, listeners []*os.File, initPidfd *os.File, 
 	var denied func(protocol.Event)
 	if w != nil {
 		denied = func(e protocol.Event) {
-			target := e.Host
+			// What the sandbox named reaches the user's terminal: one
+			// line, its control bytes escaped.
+			target := oneline.Escape(e.Host)
 			if e.Port != 0 {
-				target = fmt.Sprintf("%s:%d", e.Host, e.Port)
+				target = fmt.Sprintf("%s:%d", target, e.Port)
 			}
-			fmt.Fprintf(w, "net: denied %s (%s)\n", target, e.Reason)
+			fmt.Fprintf(w, "net: denied %s (%s)\n", target, oneline.Escape(e.Reason))
 		}
 	}
 	if err := gw.Start(listeners, initPidfd, denied); err != nil {

@@ -515,14 +515,20 @@ func (m *Manager) tellDenials(w io.Writer, sandbox string, execPid int, from int
 	if from < 0 || execPid <= 0 {
 		return
 	}
-	f, err := os.Open(m.auditPath())
+	// Opened as the log it must be: not through a symbolic link, and
+	// without waiting on a FIFO put in its place; the caller's own
+	// regular file, or nothing is read.
+	fd, err := unix.Open(m.auditPath(), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return
 	}
+	f := os.NewFile(uintptr(fd), "audit.log")
 	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != os.Geteuid() {
 		return
-	} else if st.Size() < from {
+	}
+	if st.Size < from {
 		from = 0
 	}
 	if _, err := f.Seek(from, io.SeekStart); err != nil {

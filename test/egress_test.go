@@ -101,6 +101,18 @@ func TestEgressDenialsOnStderrWithJSON(t *testing.T) {
 		if strings.Count(r.stderr, "jail: net: denied denied.test (no rule)\n") != 1 || strings.Contains(r.stderr, "allowed.test") {
 			t.Errorf("stderr: %q: want one denial line for denied.test", r.stderr)
 		}
+		// What the sandbox names reaches the user's terminal escaped: a
+		// CONNECT to a "host" holding a terminal escape.
+		esc := `python3 -c '
+import socket
+s = socket.create_connection(("127.0.0.1", 3128))
+s.sendall(b"CONNECT \x1b]0;owned\x07x.test:443 HTTP/1.1\r\nHost: x.test:443\r\n\r\n")
+s.recv(4096)
+'`
+		r = n.jail(m, "run", "--json", "--net", "allow=allowed.test", "--", "sh", "-c", esc+"; dig +short bad.test")
+		if strings.ContainsAny(r.stderr, "\x1b\x07") || !strings.Contains(r.stderr, "jail: net: denied bad.test") {
+			t.Errorf("stderr %q: want the denials, no control byte", r.stderr)
+		}
 		// Without --json and with stderr not a terminal, the command's
 		// stderr is its own.
 		r = n.jail(m, "run", "--net", "allow=allowed.test", "--", "sh", "-c", "dig +short denied.test")
