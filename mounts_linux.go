@@ -4,7 +4,8 @@
 // directories none may show (jailStateDirs), and how a writable source is
 // made to be written as its owner as root: the owner's path check
 // (ownersPath) and the id-mapped clones of the opened sources
-// (shareWritableMounts, idmapMounts).
+// (shareWritableMounts, idmapMounts); and, as root, how every other source
+// reaches the init as a clone of the descriptor checked (cloneMounts).
 
 package jail
 
@@ -328,6 +329,79 @@ func (p *plan) idmapMounts(writable []int, sources []*hostSource) (err error) {
 		}
 		m.FD = 3 + len(p.Files) // fd 3 is the control socket
 	}
+	return nil
+}
+
+// cloneMounts passes, as root, every mount the init would otherwise reopen
+// by path as a detached clone of the source opened at check time, its
+// attributes set here: the init, in the sandbox's user namespace, has no
+// right to search a directory of host root's such as /root or a 0700
+// temporary directory on the way, and a path read twice is a path trusted
+// twice. Rootless, the caller cannot clone a mount of the host's
+// namespace, and the init, as the caller, walks the path as the caller
+// would; it reopens it without following a symlink and checks the inode.
+func (p *plan) cloneMounts(sources []*hostSource) (err error) {
+	if p.Identity.Rootless {
+		return nil
+	}
+	kept := len(p.Files)
+	var cloned []int
+	defer func() {
+		if err != nil {
+			for _, f := range p.Files[kept:] {
+				f.Close()
+			}
+			p.Files = p.Files[:kept]
+			for _, i := range cloned {
+				p.Config.Mounts[i].FD = -1
+			}
+		}
+	}()
+	for i := range p.Config.Mounts {
+		m := &p.Config.Mounts[i]
+		if m.FD >= 0 {
+			continue // an id-mapped clone already
+		}
+		// Recursive, as a bind of the path would be: what is mounted
+		// below the source shows too, read-only with it.
+		tree, err := unix.OpenTree(int(sources[i].file.Fd()), "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|unix.AT_RECURSIVE)
+		if err != nil {
+			return invalid(mountFlag(*m), "clone mount: %w", err)
+		}
+		p.Files = append(p.Files, os.NewFile(uintptr(tree), m.Source))
+		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+		if !m.Writable {
+			attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
+		}
+		if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
+			return invalid(mountFlag(*m), "set mount attributes: %w", err)
+		}
+		m.FD = 3 + len(p.Files) // fd 3 is the control socket
+		cloned = append(cloned, i)
+	}
+	return nil
+}
+
+// cloneLayer passes, as root, a root layer the caller named (--rootfs) as
+// a detached read-only clone of the directory opened at check time, for
+// the reasons of cloneMounts. Overlayfs reads no mount below a layer, so
+// the clone is of the directory's own mount only.
+func (p *plan) cloneLayer(layer *config.Layer, src *hostSource) error {
+	if p.Identity.Rootless {
+		return nil
+	}
+	tree, err := unix.OpenTree(int(src.file.Fd()), "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH)
+	if err != nil {
+		return fmt.Errorf("clone mount: %w", err)
+	}
+	f := os.NewFile(uintptr(tree), src.path)
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+		f.Close()
+		return fmt.Errorf("set mount attributes: %w", err)
+	}
+	p.Files = append(p.Files, f)
+	layer.FD = 3 + len(p.Files) // fd 3 is the control socket
 	return nil
 }
 

@@ -234,11 +234,14 @@ func resolve(spec *Spec) (*plan, error) {
 		if err != nil {
 			return nil, invalid("--rootfs "+spec.Rootfs, "%v", err)
 		}
-		src.close()
+		defer src.close()
 		if !src.isDir() {
 			return nil, invalid("--rootfs "+spec.Rootfs, "not a directory")
 		}
 		p.Config.Rootfs.Lowers = []config.Layer{{Path: src.path, Dev: src.stat.Dev, Ino: src.stat.Ino}}
+		if err := p.cloneLayer(&p.Config.Rootfs.Lowers[0], src); err != nil {
+			return nil, invalid("--rootfs "+spec.Rootfs, "%v", err)
+		}
 	default:
 		p.Config.Rootfs.HostTree = true
 		p.Config.Masks = append(append(p.Config.Masks, hostHomes(callerHome, users)...), stateMasks()...)
@@ -272,6 +275,9 @@ func resolve(spec *Spec) (*plan, error) {
 		sources = append(sources, src)
 	}
 	if err := p.shareWritableMounts(sources); err != nil {
+		return nil, err
+	}
+	if err := p.cloneMounts(sources); err != nil {
 		return nil, err
 	}
 	for _, m := range p.Config.Mounts {

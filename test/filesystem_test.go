@@ -161,3 +161,66 @@ func bigEnv(n, size int) []string {
 	}
 	return append(args, "--", "true")
 }
+
+// TestMountsBelowAPrivateDirectory: a mount source and a workspace inside
+// a directory only their caller may search (mode 0700: /root, pytest's
+// and mktemp's temporary directories) are shown to the sandbox as
+// asked. As root the sandbox's init, in its own user namespace, has no
+// right to search host root's private directory: jail hands it clones of
+// the sources it opened and checked, never their paths; a --rootfs there
+// too. The read-only one stays read-only, and neither carries set-id or device files' powers.
+func TestMountsBelowAPrivateDirectory(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		private := filepath.Join(sharedTempDir(t, ownerOf(m)), "private")
+		data, ws := filepath.Join(private, "data"), filepath.Join(private, "ws")
+		// Only the directory above is private: the sandbox's users are
+		// not its caller, and read what others may read.
+		for _, dir := range []string{private, data, ws} {
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rootfs, err := makeBusyboxRootfs(filepath.Join(private, "rootfs"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(private, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(data, "f"), []byte("private\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if owner := ownerOf(m); owner != nil {
+			for _, p := range []string{private, data, filepath.Join(data, "f")} {
+				if err := os.Chown(p, owner.uid, owner.gid); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		// A workspace of root's is refused as root: its owner is the
+		// unprivileged user in both modes.
+		if err := os.Chown(ws, rootless.uid, rootless.gid); err != nil {
+			t.Fatal(err)
+		}
+		script := `cat /data/f; echo made > /workspace/out; touch /data/x 2>/dev/null && echo data is writable
+grep -E ' /(data|workspace) ' /proc/self/mountinfo | while read -r _ _ _ _ point opts _; do
+  case ",$opts," in *,nosuid,*) ;; *) echo "$point lacks nosuid";; esac
+  case ",$opts," in *,nodev,*) ;; *) echo "$point lacks nodev";; esac
+  case "$point,$opts" in /data,ro,*) ;; /data,*) echo "/data is $opts";; esac
+done`
+		for _, root := range []string{"", rootfs} {
+			args := []string{"run", "--mount", data + ":/data", "--workspace", ws, "--", "sh", "-c", script}
+			if root != "" {
+				args = append([]string{"run", "--rootfs", root}, args[1:]...)
+			}
+			os.Remove(filepath.Join(ws, "out"))
+			out := mustRun(t, m, args...)
+			if out != "private\n" {
+				t.Errorf("%v: the sandbox printed %q, want only the private file's content", args, out)
+			}
+			if b, err := os.ReadFile(filepath.Join(ws, "out")); err != nil || string(b) != "made\n" {
+				t.Errorf("%v: the workspace's file on the host: %q, %v", args, b, err)
+			}
+		}
+	})
+}

@@ -110,6 +110,12 @@ type Layer struct {
 	Path string `json:"path"`
 	Dev  uint64 `json:"dev"`
 	Ino  uint64 `json:"ino"`
+	// FD, when not 0, is the init's file descriptor of a detached,
+	// read-only clone of the layer made by jail as root (a --rootfs
+	// directory), which the init mounts on its stage and uses instead of
+	// reopening Path. 0 (stdin, never a layer) is none: a layer of jail's
+	// own image store is reopened by path.
+	FD int `json:"fd,omitempty" wire:"min=0"`
 }
 
 // Mount is one bind mount from the host into the sandbox.
@@ -128,8 +134,9 @@ type Mount struct {
 	Destination string `json:"destination"`
 	Writable    bool   `json:"writable"`
 	// FD, when not -1, is the init's file descriptor of a detached mount
-	// (already id-mapped by the supervisor) to attach instead of binding
-	// Source.
+	// (a clone of the source opened at check time, its attributes set and
+	// id-mapped where it had to be, by jail as root) to attach instead of
+	// binding Source.
 	FD int `json:"fd" wire:"min=-1"`
 }
 

@@ -22,12 +22,14 @@ func (w *writer) putLayer(v *config.Layer) {
 	w.string(v.Path)
 	w.uint(uint64(v.Dev))
 	w.uint(uint64(v.Ino))
+	w.int(int64(v.FD))
 }
 
 func (r *reader) getLayer(v *config.Layer) {
 	v.Path = r.string()
 	v.Dev = r.uint()
 	v.Ino = r.uint()
+	v.FD = int(r.intIn(0, 2147483647))
 }
 
 func (w *writer) putRootfs(v *config.Rootfs) {
@@ -42,7 +44,7 @@ func (w *writer) putRootfs(v *config.Rootfs) {
 
 func (r *reader) getRootfs(v *config.Rootfs) {
 	v.HostTree = r.bool()
-	if n := r.count(3); n > 0 {
+	if n := r.count(4); n > 0 {
 		v.Lowers = make([]config.Layer, n)
 		for i := range v.Lowers {
 			r.getLayer(&v.Lowers[i])

@@ -2,13 +2,19 @@ package supervisor
 
 import (
 	"errors"
+	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/jail-sandbox/jail/cgroups"
+	"github.com/jail-sandbox/jail/internal/config"
 )
 
 // TestFailedBootReleasesEverything: a sandbox whose cgroup cannot be made
@@ -88,5 +94,49 @@ func waitNoSupervisorGoroutines(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d goroutines of a supervisor left:\n%s", len(left), strings.Join(left, "\n\n"))
 		}
+	}
+}
+
+// TestTheInitsReasonIsTheError: an init that fails while it builds the
+// root (here a mount source that is not the inode jail checked) reports
+// why and exits, and that report is the run's error every time, even when
+// the init is gone before the supervisor's next message to it (on v1 the
+// cgroup's tasks files follow the description) and that send breaks on a
+// closed socket: never "broken pipe".
+func TestTheInitsReasonIsTheError(t *testing.T) {
+	if layout, _ := cgroups.Detect(); layout.Version == cgroups.None {
+		t.Skip("no cgroups")
+	}
+	dir := t.TempDir()
+	// Searchable by the init's user, which may be no id of the caller's.
+	if err := os.Chmod(filepath.Dir(dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, forker := range []bool{false, true} {
+		t.Run(fmt.Sprintf("forker=%v", forker), func(t *testing.T) {
+			pool := testPool(t, testSandbox{}, 0)
+			defer pool.Close()
+			for i := 0; i < 20; i++ {
+				job := testJob()
+				p := testPlan(t, testSandbox{args: []string{"true"}})
+				p.Config.Mounts = []config.Mount{{
+					Source: dir, SourceDev: st.Dev, SourceIno: st.Ino + 1, SourceIsDir: true,
+					SourceUID: int(st.Uid), SourceGID: int(st.Gid), Destination: "/mnt/jail-test", FD: -1,
+				}}
+				s := pool.supervisor(job, p, &Timings{Start: time.Now()})
+				if !forker {
+					s.forker = nil
+				}
+				_, err := s.runCold(t.Context())
+				var se *SetupError
+				if !errors.As(err, &se) || !strings.HasPrefix(se.Step, "open mount source") || !strings.Contains(err.Error(), "changed after it was checked") {
+					t.Fatalf("run %d: %v, want the init's report that the mount source changed", i, err)
+				}
+			}
+		})
 	}
 }

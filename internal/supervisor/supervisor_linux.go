@@ -206,7 +206,7 @@ func (s *supervisor) bootInCgroup(initEnd *os.File) error {
 	}
 	s.times.InitStarted = time.Now()
 	if err := s.conn.Send(control.Message{Kind: control.KindConfig, Config: s.initConfig()}); err != nil {
-		return s.abandonInit(&SetupError{Step: "start", Err: err})
+		return s.abandonUnsent(err)
 	}
 	return nil
 }
@@ -226,6 +226,31 @@ func (s *supervisor) abandonInit(err error) error {
 	return err
 }
 
+// abandonUnsent ends an init that could not be sent a message. An init
+// that failed on its own (a mount source it could not open, say) reported
+// why and closed its end, which is what broke the send: its report, already
+// here, is the error, not the broken pipe. The listener is not running yet,
+// so nothing else reads it.
+func (s *supervisor) abandonUnsent(sendErr error) error {
+	_ = s.abandonInit(nil)
+	// The init is reaped: what it wrote is buffered, and nothing more
+	// comes. The deadline only guards against a copy of its end held
+	// elsewhere (a forker's, closed in the meantime by any honest one).
+	_ = s.conn.File().SetReadDeadline(time.Now().Add(time.Second))
+	for {
+		msg, files, err := s.conn.Recv()
+		for _, f := range files {
+			f.Close()
+		}
+		if err != nil {
+			return &SetupError{Step: "start", Err: sendErr}
+		}
+		if msg.Kind == control.KindError {
+			return &SetupError{Step: msg.Step, Err: errors.New(msg.Reason)}
+		}
+	}
+}
+
 // bootThenEnter starts the init and sends it the description at once, so
 // that it builds the root filesystem while the cgroup is made here; then it
 // sends the cgroup's tasks files. The init moves the thread that forks the
@@ -240,7 +265,7 @@ func (s *supervisor) bootThenEnter(initEnd *os.File) error {
 	cfg := s.initConfig()
 	cfg.EnterCgroup = true
 	if err := s.conn.Send(control.Message{Kind: control.KindConfig, Config: cfg}); err != nil {
-		return abandon(&SetupError{Step: "start", Err: err})
+		return s.abandonUnsent(err)
 	}
 	if err := s.createCgroup(); err != nil {
 		return abandon(err)
@@ -265,7 +290,7 @@ func (s *supervisor) bootThenEnter(initEnd *os.File) error {
 		files = append(files, f)
 	}
 	if err := s.conn.Send(control.Message{Kind: control.KindCgroup}, files...); err != nil {
-		return abandon(&SetupError{Step: "start", Err: err})
+		return s.abandonUnsent(err)
 	}
 	return nil
 }

@@ -1026,6 +1026,8 @@ static int host_top_level(struct builder *b, int host_tree)
 }
 
 /* stage mounts the staging tmpfs and the new root on it. */
+static int attach_layers(struct builder *b, const int *lowers);
+
 static int stage(struct builder *b, int host_tree, const int *lowers)
 {
 	const struct config *c = b->cfg;
@@ -1051,6 +1053,8 @@ static int stage(struct builder *b, int host_tree, const int *lowers)
 		if (mount("jail-root", ROOT_DIR, "tmpfs", FLAGS_FRESH, "mode=0755,size=1m") != 0)
 			return fail_errno(b->f, "mount root", NULL);
 	} else {
+		if (attach_layers(b, lowers) != 0)
+			return -1;
 		if (plan_skeleton(b, lowers, c->rootfs.nlowers) != 0)
 			return -1;
 		if (mkdir(STAGE_DIR "/upper", 0755) != 0 || mkdir(STAGE_DIR "/work", 0755) != 0)
@@ -1080,6 +1084,37 @@ static int stage(struct builder *b, int host_tree, const int *lowers)
 		return fail_errno(b->f, "open new root", NULL);
 	if (host_tree >= 0)
 		return host_top_level(b, host_tree);
+	return 0;
+}
+
+/* attach_layers mounts each layer that came as a detached clone (the
+ * supervisor's, made as root from the directory it checked) on a directory
+ * of the stage: overlayfs takes a lower layer only from this init's own
+ * mount namespace. Its descriptor then names the attached mount, and is
+ * used as any reopened layer's is. */
+static int attach_layers(struct builder *b, const int *lowers)
+{
+	const struct config *c = b->cfg;
+	for (size_t i = 0; i < c->rootfs.nlowers; i++) {
+		if (c->rootfs.lowers[i].fd <= 0)
+			continue;
+		char dir[64], step[PATH_MAX + 32];
+		message(step, sizeof(step), "mount root layer %s", c->rootfs.lowers[i].path);
+		if (format(dir, sizeof(dir), "%s/layer-%zu", STAGE_DIR, i) != 0)
+			return fail(b->f, step, "stage path too long");
+		if (mkdir(dir, 0755) != 0)
+			return fail_errno(b->f, step, dir);
+		int target = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (target < 0)
+			return fail_errno(b->f, step, dir);
+		int err = move_mount(lowers[i], "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
+		int saved = errno;
+		close(target);
+		if (err != 0) {
+			errno = saved;
+			return fail_errno(b->f, step, "move_mount");
+		}
+	}
 	return 0;
 }
 
@@ -1268,7 +1303,7 @@ static int bind_mount(struct builder *b, int src, const struct mount_spec *m)
 		return fail_errno(b->f, step, "create mountpoint");
 	int err;
 	if (m->fd >= 0) {
-		/* Already a detached, id-mapped clone made by the supervisor. */
+		/* A detached clone made as root, attributes set (and id-mapped). */
 		err = move_mount(src, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
 		if (err != 0)
 			err = fail_errno(b->f, step, NULL);
@@ -1556,6 +1591,10 @@ static int build_root(const struct config *c, struct failure *f)
 		return fail_errno(f, "open host tree", NULL);
 	int *lowers = xcalloc(c->rootfs.nlowers, sizeof(int));
 	for (size_t i = 0; i < c->rootfs.nlowers; i++) {
+		if (c->rootfs.lowers[i].fd > 0) {
+			lowers[i] = c->rootfs.lowers[i].fd; /* attached in stage() */
+			continue;
+		}
 		if ((lowers[i] = open_verified(c->rootfs.lowers[i].path, c->rootfs.lowers[i].dev, c->rootfs.lowers[i].ino, why, sizeof(why))) < 0) {
 			char step[PATH_MAX + 32];
 			message(step, sizeof(step), "open root layer %s", c->rootfs.lowers[i].path);

@@ -250,6 +250,7 @@ struct layer {
 	char *path;
 	uint64_t dev;
 	uint64_t ino;
+	int fd;
 };
 
 /* config.Rootfs */
@@ -453,6 +454,7 @@ static void wire_get_layer(struct wire_reader *r, struct layer *v)
 	v->path = wire_read_string(r);
 	v->dev = wire_read_uint(r);
 	v->ino = wire_read_uint(r);
+	v->fd = (int)wire_read_int_in(r, 0LL, INT32_MAX);
 }
 
 static void wire_put_layer(struct wire_writer *w, const struct layer *v)
@@ -460,6 +462,7 @@ static void wire_put_layer(struct wire_writer *w, const struct layer *v)
 	wire_put_string(w, v->path);
 	wire_put_uint(w, v->dev);
 	wire_put_uint(w, v->ino);
+	wire_put_int(w, v->fd);
 }
 
 static void wire_free_layer(struct layer *v)
@@ -471,7 +474,7 @@ static void wire_free_layer(struct layer *v)
 static void wire_get_rootfs(struct wire_reader *r, struct rootfs *v)
 {
 	v->host_tree = wire_read_bool(r);
-	v->nlowers = wire_read_count(r, 3);
+	v->nlowers = wire_read_count(r, 4);
 	v->lowers = wire_alloc(v->nlowers + 1, sizeof(*v->lowers));
 	for (size_t i = 0; i < v->nlowers; i++) {
 		wire_get_layer(r, &v->lowers[i]);
@@ -1070,6 +1073,8 @@ static void wire_print_layer(FILE *out, const char *path, const struct layer *v)
 	fprintf(out, "%s=%llu\n", key, (unsigned long long)v->dev);
 	wire_key(key, sizeof(key), path, ".Ino", -1);
 	fprintf(out, "%s=%llu\n", key, (unsigned long long)v->ino);
+	wire_key(key, sizeof(key), path, ".FD", -1);
+	fprintf(out, "%s=%lld\n", key, (long long)v->fd);
 }
 
 static void wire_print_rootfs(FILE *out, const char *path, const struct rootfs *v)
