@@ -203,14 +203,20 @@ func forEachMode(t *testing.T, f func(t *testing.T, m mode)) {
 // command builds the command that runs jail with args in mode m. The
 // environment is minimal plus extraEnv.
 func command(m mode, args ...string) *exec.Cmd {
-	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "TMPDIR=" + jailTmp}
+	return programAs(m, jailBin, args...)
+}
+
+// programAs is program with args, to run as mode m's user, in the
+// environment command gives jail.
+func programAs(m mode, program string, args ...string) *exec.Cmd {
+	env := []string{"PATH=" + systemPath, "TMPDIR=" + jailTmp}
 	var cmd *exec.Cmd
 	if m.rootless && os.Geteuid() == 0 {
-		full := append([]string{"--reuid", strconv.Itoa(rootless.uid), "--regid", strconv.Itoa(rootless.gid), "--clear-groups", "--", jailBin}, args...)
+		full := append([]string{"--reuid", strconv.Itoa(rootless.uid), "--regid", strconv.Itoa(rootless.gid), "--clear-groups", "--", program}, args...)
 		cmd = exec.Command("setpriv", full...)
 		env = append(env, "HOME="+rootless.home)
 	} else {
-		cmd = exec.Command(jailBin, args...)
+		cmd = exec.Command(program, args...)
 		home, _ := os.UserHomeDir()
 		env = append(env, "HOME="+home)
 	}

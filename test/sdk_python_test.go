@@ -20,14 +20,8 @@ import (
 // write; the leak check sees whatever sandbox, server, socket or
 // temporary file they leave.
 func TestPythonSDK(t *testing.T) {
-	const path = "/usr/local/bin:/usr/bin:/bin"
-	python := ""
-	for _, dir := range filepath.SplitList(path) {
-		if p := filepath.Join(dir, "python3"); isExecutable(p) {
-			python = p
-			break
-		}
-	}
+	const path = systemPath
+	python := systemPython()
 	if python == "" {
 		t.Skip("python3 is not installed: the Python SDK's tests need python3 and python3-pytest")
 	}
@@ -80,6 +74,21 @@ func TestPythonSDK(t *testing.T) {
 		}
 		t.Logf("%s: %s", m.name, summary)
 	})
+}
+
+// systemPath is the PATH the suite's commands get (see programAs).
+const systemPath = "/usr/local/bin:/usr/bin:/bin"
+
+// systemPython is the python3 found on systemPath, which every user of the
+// suite may run (not one of the caller's own, such as a pyenv shim in
+// root's home); "" when there is none.
+func systemPython() string {
+	for _, dir := range filepath.SplitList(systemPath) {
+		if p := filepath.Join(dir, "python3"); isExecutable(p) {
+			return p
+		}
+	}
+	return ""
 }
 
 func isExecutable(path string) bool {

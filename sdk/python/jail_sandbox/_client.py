@@ -105,13 +105,18 @@ class SandboxClient:
         """The server's health answer ({"status": "ok", ...})."""
         return (await self._call("GET", "/v1/health")).json("GET /v1/health")
 
-    async def create(self, spec: SandboxSpec) -> "SandboxHandle":
+    async def create(self, spec: SandboxSpec, *, reuse: bool = False) -> "SandboxHandle":
         """Creates the sandbox spec describes and returns it once it is
         ready for commands. A name taken, or a spec jail refuses, is a
-        SandboxError with jail's message."""
+        SandboxError with jail's message. With reuse, a sandbox of that
+        name made from the same spec is returned as it is (its files
+        kept), and one made from another spec is removed and made anew."""
         if not isinstance(spec, SandboxSpec):
             raise TypeError("create: a SandboxSpec")
-        await self._call("POST", "/v1/sandboxes", spec.to_api())
+        body = spec.to_api()
+        if reuse:
+            body["reuse"] = True
+        await self._call("POST", "/v1/sandboxes", body)
         return SandboxHandle(self, spec.name)
 
     async def get(self, name: str) -> "SandboxHandle":

@@ -92,8 +92,8 @@ class SandboxClient:
     def health(self) -> Dict[str, Any]:
         return self._run(self._async.health())
 
-    def create(self, spec: SandboxSpec) -> "SandboxHandle":
-        return SandboxHandle(self, self._run(self._async.create(spec)))
+    def create(self, spec: SandboxSpec, *, reuse: bool = False) -> "SandboxHandle":
+        return SandboxHandle(self, self._run(self._async.create(spec, reuse=reuse)))
 
     def get(self, name: str) -> "SandboxHandle":
         return SandboxHandle(self, self._run(self._async.get(name)))

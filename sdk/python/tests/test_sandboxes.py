@@ -307,6 +307,25 @@ def test_workspace_is_the_hosts_directory(client, tmp_path, monkeypatch):
     run(go())
 
 
+def test_create_with_reuse_keeps_or_replaces(client):
+    async def go():
+        box = await client.create(spec("kept", labels={"v": "1"}))
+        await box.shell("echo state > /tmp/state")
+        # Without reuse a taken name is refused, with jail's message.
+        with pytest.raises(SandboxError) as err:
+            await client.create(spec("kept", labels={"v": "1"}))
+        assert err.value.status == 409 and err.value.message.startswith("jail: ")
+        # The same spec: the same sandbox, its files kept.
+        again = await client.create(spec("kept", labels={"v": "1"}), reuse=True)
+        assert (await again.exec("cat", ["/tmp/state"])).stdout == "state\n"
+        # Another spec: made anew, nothing of the old one left.
+        changed = await client.create(spec("kept", labels={"v": "1"}, memory_mib=256), reuse=True)
+        r = await changed.exec("cat", ["/tmp/state"])
+        assert r.exit_code == 1 and r.stdout == ""
+        await client.remove("kept")
+    run(go())
+
+
 def test_the_sync_client(sync_client, tmp_path):
     c = sync_client
     box = c.create(spec("synced", labels={"k": "v"}))

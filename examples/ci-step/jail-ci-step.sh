@@ -1,0 +1,77 @@
+#!/bin/sh
+# jail-ci-step.sh [JAIL RUN OPTIONS...] -- COMMAND [ARGS...]
+#
+# Runs one step of a CI job (a test suite, a build) in a jail sandbox, with
+# the checkout as /workspace, read-write, and the step's working directory.
+# The step sees the host's tree read-only (or an image's, with --image),
+# has no network unless allowed (--net allow=HOST,...), and is held to
+# limits; what it writes in the checkout (reports, build output) stays there
+# for the job's next steps, owned as the checkout is. Its exit status is
+# the step's: the command's own, 124 when it ran out of time, 125 when jail
+# could not run it (with jail's one-line reason).
+#
+#   examples/ci-step/jail-ci-step.sh -- make test
+#   examples/ci-step/jail-ci-step.sh --image python:3.11-slim --net allow=pypi.org,**.pythonhosted.org -- \
+#       sh -c 'pip install -r requirements.txt && python -m pytest'
+#
+# Environment: JAIL (the jail binary, default: jail on PATH),
+# JAIL_CI_WORKSPACE (the checkout, default: the working directory),
+# JAIL_CI_MEMORY (4G), JAIL_CI_CPUS (2), JAIL_CI_TIMEOUT (30m), and
+# JAIL_CI_OWNER (uid:gid, default 65534:65534; see below).
+#
+# As root, jail refuses to let a sandbox write in a directory of host root's
+# (what the sandbox wrote there would be root's). A CI runner's checkout as
+# root is root's: for the step, it is given to JAIL_CI_OWNER, an
+# unprivileged owner, and given back to its owner after the step, whatever
+# the step did. Rootless, the sandbox writes as the caller: nothing changes
+# hands.
+set -eu
+
+jail=${JAIL:-jail}
+workspace=${JAIL_CI_WORKSPACE:-$PWD}
+workspace=$(cd "$workspace" && pwd -P)
+
+opts=
+for arg; do
+	[ "$arg" = "--" ] && opts=found && break
+done
+if [ "$opts" != found ]; then
+	echo "usage: jail-ci-step.sh [JAIL RUN OPTIONS...] -- COMMAND [ARGS...]" >&2
+	exit 125
+fi
+
+given_back=
+if [ "$(id -u)" = 0 ] && [ "$(stat -c %u "$workspace")" = 0 ]; then
+	owner=$(stat -c %u:%g "$workspace")
+	step_owner=${JAIL_CI_OWNER:-65534:65534}
+	case $step_owner in
+	0:* | *:0 | root:* | *:root)
+		echo "jail-ci-step: JAIL_CI_OWNER=$step_owner: an unprivileged uid:gid, not root's" >&2
+		exit 125 ;;
+	esac
+	echo "jail-ci-step: $workspace is root's: it is $step_owner's for the step, then $owner's again" >&2
+	chown -R -h "$step_owner" "$workspace"
+	given_back=$owner
+	# Given back whatever happens, an interrupted step included.
+	trap 'chown -R -h "$given_back" "$workspace"' EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+fi
+
+status=0
+"$jail" run \
+	--workspace "$workspace" \
+	--memory "${JAIL_CI_MEMORY:-4G}" \
+	--cpus "${JAIL_CI_CPUS:-2}" \
+	--timeout "${JAIL_CI_TIMEOUT:-30m}" \
+	--env CI=true \
+	"$@" || status=$?
+
+case $status in
+0) ;;
+124) echo "jail-ci-step: the step ran out of time (${JAIL_CI_TIMEOUT:-30m})" >&2 ;;
+125) echo "jail-ci-step: jail could not run the step (its reason is above)" >&2 ;;
+137) echo "jail-ci-step: the step was killed (SIGKILL: out of memory at ${JAIL_CI_MEMORY:-4G}?)" >&2 ;;
+*) echo "jail-ci-step: the step failed with exit status $status" >&2 ;;
+esac
+exit "$status"
