@@ -224,3 +224,91 @@ done`
 		}
 	})
 }
+
+// TestMountsBelowASharedHostMountStayInTheSandbox: a mount source on a
+// mount the host shares (systemd makes every mount shared) reaches the
+// sandbox as a private mount. As root jail hands the init clones made in
+// the host's mount namespace, which join the host mount's peer group
+// unless made private: then what the init mounts on them (a nested mount,
+// a mask over /etc/shadow) propagated back onto the host and stayed there
+// after the run, and what the host mounted below a source later (here a
+// writable tmpfs) showed up in a sandbox that was given it read-only.
+func TestMountsBelowASharedHostMountStayInTheSandbox(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		shared := filepath.Join(sharedTempDir(t, nil), "shared")
+		if err := os.Mkdir(shared, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Mount("jail-test-shared", shared, "tmpfs", 0, "mode=0755"); err != nil {
+			t.Fatal(err)
+		}
+		// Detached with whatever is below it, before the leak check runs.
+		t.Cleanup(func() { syscall.Unmount(shared, syscall.MNT_DETACH) })
+		if err := syscall.Mount("", shared, "", syscall.MS_SHARED, ""); err != nil {
+			t.Fatal(err)
+		}
+		data, other, etc, ws := filepath.Join(shared, "data"), filepath.Join(shared, "other"), filepath.Join(shared, "etc"), filepath.Join(shared, "ws")
+		for _, dir := range []string{data, filepath.Join(data, "sub"), filepath.Join(data, "late"), other, etc, ws, filepath.Join(ws, "sub")} {
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, p := range []string{ws, filepath.Join(ws, "sub")} {
+			if err := os.Chown(p, rootless.uid, rootless.gid); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(other, "f"), []byte("other\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(etc, "shadow"), []byte("host's\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// Mounts the host has below the shared one, besides itself.
+		below := func() []string {
+			b, err := os.ReadFile("/proc/self/mountinfo")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, line := range strings.Split(string(b), "\n") {
+				if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], shared+"/") {
+					out = append(out, f[4])
+				}
+			}
+			return out
+		}
+		for _, args := range [][]string{
+			{"--mount", data + ":/data", "--mount", other + ":/data/sub"},
+			{"--mount", etc + ":/etc"},
+			{"--workspace", ws, "--mount", other + ":/workspace/sub"},
+		} {
+			run := append(append([]string{"run"}, args...), "--", "true")
+			mustRun(t, m, run...)
+			if left := below(); len(left) > 0 {
+				t.Errorf("jail %v left mounts on the host: %v", run, left)
+				for _, p := range left {
+					syscall.Unmount(p, syscall.MNT_DETACH)
+				}
+			}
+		}
+		if b, err := os.ReadFile(filepath.Join(etc, "shadow")); err != nil || string(b) != "host's\n" {
+			t.Errorf("the host's %s/shadow reads %q, %v", etc, b, err)
+		}
+
+		// A mount the host makes below a source once the sandbox runs is
+		// not the sandbox's.
+		h := newSandboxHost(t, m)
+		h.must("create", "--mount", data+":/data", "s1")
+		late := filepath.Join(data, "late")
+		if err := syscall.Mount("jail-test-late", late, "tmpfs", 0, "mode=1777"); err != nil {
+			t.Fatal(err)
+		}
+		defer syscall.Unmount(late, syscall.MNT_DETACH)
+		out := h.must("exec", "s1", "--", "sh", "-c", "grep -c ' /data/late ' /proc/self/mountinfo; touch /data/late/x 2>/dev/null && echo wrote; true")
+		if out != "0\n" {
+			t.Errorf("the host's later mount below the source reached the sandbox: %q", out)
+		}
+		h.must("rm", "-f", "s1")
+	})
+}
