@@ -103,6 +103,68 @@ func TestExampleAgentTool(t *testing.T) {
 	})
 }
 
+// TestExampleAgentToolKeepsConversationsApart: two conversations never
+// share a sandbox, whatever their ids: the tool named a conversation's
+// sandbox after its id with every other character made '-' and cut to 48,
+// so "team/alice" and "team-alice", or two long ids alike in their first
+// 48 characters, got one sandbox (create's reuse returned it, same spec),
+// and the second conversation read what the first had left in it.
+func TestExampleAgentToolKeepsConversationsApart(t *testing.T) {
+	src := examplesFrom(t, "agent-tool")
+	python := needPython(t)
+	forEachMode(t, func(t *testing.T, m mode) {
+		dir := sharedTempDir(t, ownerOf(m))
+		for from, to := range map[string]string{src: "agent-tool", "../sdk/python/jail_sandbox": "sdk/jail_sandbox"} {
+			if err := copySDK(from, filepath.Join(dir, to), ownerOf(m)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if owner := ownerOf(m); owner != nil {
+			os.Chown(filepath.Join(dir, "sdk"), owner.uid, owner.gid)
+		}
+		state, audit := filepath.Join(dir, "state"), filepath.Join(dir, "audit", "audit.log")
+		srv := startServeWith(t, m, []string{"JAIL_STATE_DIR=" + state, "JAIL_AUDIT_LOG=" + audit})
+		driver := `
+import asyncio, sys
+from jail_sandbox import SandboxClient
+from run_python_tool import PythonSandboxTool
+
+async def main():
+    client = SandboxClient(sys.argv[1])
+    long = "tenant-0123456789-user-0123456789-conversation-"
+    for first, second in (("team/alice", "team-alice"), (long + "0001", long + "0002")):
+        a = PythonSandboxTool(client, first, image=None, timeout=20)
+        b = PythonSandboxTool(client, second, image=None, timeout=20)
+        try:
+            await a("open('/tmp/left-by-a', 'w').write('x')")
+            print(first, "|", second, "|", (await b("import os; print(os.path.exists('/tmp/left-by-a'))")).replace("\n", " "))
+        finally:
+            await a.close()
+            await b.close()
+
+asyncio.run(main())
+`
+		cmd := programAs(m, python, "-B", "-c", driver, srv.socket)
+		cmd.Env = append(cmd.Env, "PYTHONPATH="+filepath.Join(dir, "sdk")+":"+filepath.Join(dir, "agent-tool"))
+		r := runCmd(t, cmd)
+		if r.code != 0 {
+			t.Fatalf("the driver: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+		}
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if len(lines) != 2 {
+			t.Fatalf("the driver printed %q, want two lines", r.stdout)
+		}
+		for _, line := range lines {
+			if !strings.HasSuffix(strings.TrimSpace(line), "exit code: 0 stdout: False") {
+				t.Errorf("conversations %s: the second saw the first's file, or failed", line)
+			}
+		}
+		if infos, err := srv.client.ListSandboxes(t.Context(), nil); err != nil || len(infos) != 0 {
+			t.Errorf("after the conversations, the server has %v (%v), want no sandbox", infos, err)
+		}
+	})
+}
+
 // TestExampleCIStep: examples/ci-step/jail-ci-step.sh runs a project's
 // unittest suite with the checkout as /workspace: a pass is 0 and its
 // report lands in the checkout; a failing test is the suite's exit status;
