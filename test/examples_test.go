@@ -251,6 +251,55 @@ func TestExampleCIStep(t *testing.T) {
 	})
 }
 
+// TestExampleCIStepLeavesGitToTheHost: the step reads the checkout's
+// .git (git works in it) but cannot change it. Git on the host (the job's
+// later steps, the next job's checkout on a runner that keeps its
+// workspace) runs what .git/config and .git/hooks name, outside any
+// sandbox: a step that planted an fsmonitor command and a post-checkout
+// hook there ran code on the host at the next git status or checkout.
+func TestExampleCIStepLeavesGitToTheHost(t *testing.T) {
+	src := examplesFrom(t, "ci-step")
+	forEachMode(t, func(t *testing.T, m mode) {
+		dir := sharedTempDir(t, ownerOf(m))
+		if err := copySDK(src, filepath.Join(dir, "ci-step"), ownerOf(m)); err != nil {
+			t.Fatal(err)
+		}
+		checkout, marker := filepath.Join(dir, "project"), filepath.Join(dir, "ran-on-the-host")
+		git := func(args ...string) result {
+			cmd := programAs(m, "git", append([]string{"-C", checkout, "-c", "user.name=ci", "-c", "user.email=ci@invalid"}, args...)...)
+			return runCmd(t, cmd)
+		}
+		if err := os.Mkdir(checkout, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if owner := ownerOf(m); owner != nil {
+			os.Chown(checkout, owner.uid, owner.gid)
+		}
+		for _, args := range [][]string{{"init", "-q"}, {"commit", "-q", "--allow-empty", "-m", "first"}} {
+			if r := git(args...); r.code != 0 {
+				t.Fatalf("git %v: %s", args, r.stderr)
+			}
+		}
+		hook := "#!/bin/sh\ntouch " + marker + "\n"
+		plant := `git rev-parse --verify -q HEAD >/dev/null && echo git works
+printf '` + hook + `' > .git/hooks/post-checkout && chmod +x .git/hooks/post-checkout && echo planted a hook
+git config core.fsmonitor "$PWD/.git/hooks/post-checkout" && echo set fsmonitor
+exit 0`
+		cmd := programAs(m, "sh", filepath.Join(dir, "ci-step", "jail-ci-step.sh"), "--", "sh", "-c", plant)
+		cmd.Dir = checkout
+		cmd.Env = append(cmd.Env, "JAIL="+jailBin, "JAIL_CI_MEMORY=512M", "JAIL_CI_CPUS=1")
+		r := runCmd(t, cmd)
+		if r.code != 0 || r.stdout != "git works\n" {
+			t.Errorf("the step: exit %d, stdout %q, want 0 and only %q\nstderr: %s", r.code, r.stdout, "git works\n", r.stderr)
+		}
+		git("status", "--short")
+		git("checkout", "-q", "-b", "next")
+		if _, err := os.Stat(marker); err == nil {
+			t.Errorf("git on the host ran what the step put in .git")
+		}
+	})
+}
+
 // TestExampleEmbedGo: examples/embed-go, built as its comment says and
 // run, makes a persistent sandbox through jail.Manager, runs commands in
 // it (a file kept from one to the next, an exit status, a time limit),

@@ -17,7 +17,9 @@
 # Environment: JAIL (the jail binary, default: jail on PATH),
 # JAIL_CI_WORKSPACE (the checkout, default: the working directory),
 # JAIL_CI_MEMORY (4G), JAIL_CI_CPUS (2), JAIL_CI_TIMEOUT (30m), and
-# JAIL_CI_OWNER (uid:gid, default 65534:65534; see below).
+# JAIL_CI_OWNER (uid:gid, default 65534:65534; see below),
+# JAIL_CI_WRITABLE_GIT (1: the step may change the checkout's .git, which
+# is otherwise read-only to it; see below).
 #
 # As root, jail refuses to let a sandbox write in a directory of host root's
 # (what the sandbox wrote there would be root's). A CI runner's checkout as
@@ -38,6 +40,26 @@ done
 if [ "$opts" != found ]; then
 	echo "usage: jail-ci-step.sh [JAIL RUN OPTIONS...] -- COMMAND [ARGS...]" >&2
 	exit 125
+fi
+
+# The checkout's .git is the step's to read, never to change: git on the
+# host (the job's later steps, the next job's checkout on a runner that
+# keeps its workspace) runs what .git/config and .git/hooks name (an
+# fsmonitor, a post-checkout hook), outside any sandbox. It is shown
+# read-only, and git in the step is told to trust it, as shown (its owner
+# is not the sandbox's user). JAIL_CI_WRITABLE_GIT=1 lets the step write it.
+if [ "${JAIL_CI_WRITABLE_GIT:-}" != 1 ] && { [ -d "$workspace/.git" ] || [ -L "$workspace/.git" ]; }; then
+	case $workspace in
+	*:*)
+		echo "jail-ci-step: $workspace has a ':' and its .git cannot be mounted read-only; set JAIL_CI_WRITABLE_GIT=1 to let the step change it" >&2
+		exit 125 ;;
+	esac
+	if [ -L "$workspace/.git" ]; then
+		echo "jail-ci-step: $workspace/.git is a symbolic link; set JAIL_CI_WRITABLE_GIT=1 to let the step change what it names" >&2
+		exit 125
+	fi
+	set -- --mount "$workspace/.git:/workspace/.git:ro" \
+		--env GIT_CONFIG_COUNT=1 --env GIT_CONFIG_KEY_0=safe.directory --env GIT_CONFIG_VALUE_0=/workspace "$@"
 fi
 
 given_back=
