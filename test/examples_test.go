@@ -300,6 +300,54 @@ exit 0`
 	})
 }
 
+// TestExampleCIStepFailsClosed: the CI step's own failures are 125 with
+// its reason, and leave the checkout as it was: a checkout that is not
+// there (it was 2, from the shell); and as root one that could not all be
+// lent (an immutable file in it): chown went on past the file and the
+// step ended at once, leaving the rest of the checkout to the step's owner
+// for good, since the give-back was set up only after the lending.
+func TestExampleCIStepFailsClosed(t *testing.T) {
+	src := examplesFrom(t, "ci-step")
+	forEachMode(t, func(t *testing.T, m mode) {
+		dir := sharedTempDir(t, ownerOf(m))
+		if err := copySDK(src, filepath.Join(dir, "ci-step"), ownerOf(m)); err != nil {
+			t.Fatal(err)
+		}
+		step := func(checkout string) result {
+			cmd := programAs(m, "sh", filepath.Join(dir, "ci-step", "jail-ci-step.sh"), "--", "true")
+			cmd.Env = append(cmd.Env, "JAIL="+jailBin, "JAIL_CI_WORKSPACE="+checkout, "JAIL_CI_MEMORY=512M", "JAIL_CI_CPUS=1")
+			return runCmd(t, cmd)
+		}
+		if r := step(filepath.Join(dir, "missing")); r.code != 125 || !strings.Contains(r.stderr, "jail-ci-step: ") {
+			t.Errorf("a missing checkout: exit %d, stderr %q; want 125 with the step's reason", r.code, r.stderr)
+		}
+		if m.rootless {
+			return
+		}
+		checkout := filepath.Join(dir, "project")
+		if err := os.MkdirAll(filepath.Join(checkout, "sub"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		stuck := filepath.Join(checkout, "stuck")
+		if err := os.WriteFile(stuck, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command("chattr", "+i", stuck).CombinedOutput(); err != nil {
+			t.Skipf("chattr +i: %v: %s", err, out)
+		}
+		defer exec.Command("chattr", "-i", stuck).Run()
+		if r := step(checkout); r.code != 125 || !strings.Contains(r.stderr, "jail-ci-step: ") {
+			t.Errorf("a checkout that cannot be lent: exit %d, stderr %q; want 125 with the step's reason", r.code, r.stderr)
+		}
+		filepath.Walk(checkout, func(p string, fi os.FileInfo, err error) error {
+			if err == nil && fi.Sys().(*syscall.Stat_t).Uid != 0 {
+				t.Errorf("%s is uid %d's after the step, want root's", p, fi.Sys().(*syscall.Stat_t).Uid)
+			}
+			return nil
+		})
+	})
+}
+
 // TestExampleEmbedGo: examples/embed-go, built as its comment says and
 // run, makes a persistent sandbox through jail.Manager, runs commands in
 // it (a file kept from one to the next, an exit status, a time limit),

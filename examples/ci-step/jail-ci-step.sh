@@ -31,7 +31,10 @@ set -eu
 
 jail=${JAIL:-jail}
 workspace=${JAIL_CI_WORKSPACE:-$PWD}
-workspace=$(cd "$workspace" && pwd -P)
+if ! workspace=$(cd "$workspace" 2>/dev/null && pwd -P); then
+	echo "jail-ci-step: $workspace: no such directory (the checkout: JAIL_CI_WORKSPACE, or the working directory)" >&2
+	exit 125
+fi
 
 opts=
 for arg; do
@@ -72,12 +75,23 @@ if [ "$(id -u)" = 0 ] && [ "$(stat -c %u "$workspace")" = 0 ]; then
 		exit 125 ;;
 	esac
 	echo "jail-ci-step: $workspace is root's: it is $step_owner's for the step, then $owner's again" >&2
-	chown -R -h "$step_owner" "$workspace"
 	given_back=$owner
-	# Given back whatever happens, an interrupted step included.
-	trap 'chown -R -h "$given_back" "$workspace"' EXIT
+	# Given back whatever happens, an interrupted step and a lending that
+	# failed half-way included; a give-back that fails is the step's
+	# failure.
+	give_back() {
+		if ! chown -R -h "$given_back" "$workspace"; then
+			echo "jail-ci-step: $workspace could not all be given back to $given_back" >&2
+			exit 125
+		fi
+	}
+	trap give_back EXIT
 	trap 'exit 130' INT
 	trap 'exit 143' TERM
+	if ! chown -R -h "$step_owner" "$workspace"; then
+		echo "jail-ci-step: $workspace could not all be lent to $step_owner" >&2
+		exit 125
+	fi
 fi
 
 status=0
