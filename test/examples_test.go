@@ -318,7 +318,7 @@ func TestExampleCIStepFailsClosed(t *testing.T) {
 			cmd.Env = append(cmd.Env, "JAIL="+jailBin, "JAIL_CI_WORKSPACE="+checkout, "JAIL_CI_MEMORY=512M", "JAIL_CI_CPUS=1")
 			return runCmd(t, cmd)
 		}
-		if r := step(filepath.Join(dir, "missing")); r.code != 125 || !strings.Contains(r.stderr, "jail-ci-step: ") {
+		if r := step(filepath.Join(dir, "missing")); r.code != 125 || !strings.Contains(r.stderr, "jail-ci-step: "+filepath.Join(dir, "missing")+": ") {
 			t.Errorf("a missing checkout: exit %d, stderr %q; want 125 with the step's reason", r.code, r.stderr)
 		}
 		if m.rootless {

@@ -30,9 +30,9 @@
 set -eu
 
 jail=${JAIL:-jail}
-workspace=${JAIL_CI_WORKSPACE:-$PWD}
-if ! workspace=$(cd "$workspace" 2>/dev/null && pwd -P); then
-	echo "jail-ci-step: $workspace: no such directory (the checkout: JAIL_CI_WORKSPACE, or the working directory)" >&2
+checkout=${JAIL_CI_WORKSPACE:-$PWD}
+if ! workspace=$(cd "$checkout" 2>/dev/null && pwd -P); then
+	echo "jail-ci-step: $checkout: no such directory (the checkout: JAIL_CI_WORKSPACE, or the working directory)" >&2
 	exit 125
 fi
 
