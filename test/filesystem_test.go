@@ -312,3 +312,63 @@ func TestMountsBelowASharedHostMountStayInTheSandbox(t *testing.T) {
 		h.must("rm", "-f", "s1")
 	})
 }
+
+// TestReadOnlyMountsStayReadOnlyInside: a read-only mount source, with a
+// host mount below it, is as read-only inside whichever way the sandbox
+// tries (as root these are clones made in the host's namespace, attached
+// by the init): remounting it, clearing its read-only attribute with
+// mount_setattr, cloning it anew with open_tree, doing so in a nested user
+// namespace, or unmounting the mount below to uncover what it hides.
+func TestReadOnlyMountsStayReadOnlyInside(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		src := filepath.Join(sharedTempDir(t, ownerOf(m)), "src")
+		sub := filepath.Join(src, "sub")
+		if err := os.MkdirAll(sub, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(src, 0o777)
+		os.Chmod(sub, 0o777)
+		if err := os.WriteFile(filepath.Join(sub, "hidden"), []byte("below\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Mount("jail-test-sub", sub, "tmpfs", 0, "mode=0777"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { syscall.Unmount(sub, syscall.MNT_DETACH) })
+		script := `
+mount -o remount,rw,bind /data 2>/dev/null && echo remounted
+mount -o remount,rw,bind /data/sub 2>/dev/null && echo remounted sub
+umount /data/sub 2>/dev/null && echo unmounted sub
+umount -l /data/sub 2>/dev/null && echo detached sub
+unshare -Urm sh -c 'mount -o remount,rw,bind /data; umount -l /data/sub' 2>/dev/null && echo nested
+python3 - <<'PY'
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+class Attr(ctypes.Structure):
+    _fields_ = [("set", ctypes.c_uint64), ("clr", ctypes.c_uint64), ("prop", ctypes.c_uint64), ("userns", ctypes.c_uint64)]
+RDONLY, AT_EMPTY_PATH, AT_RECURSIVE = 1, 0x1000, 0x8000
+a = Attr(0, RDONLY, 0, 0)
+if libc.syscall(442, -100, b"/data", AT_RECURSIVE, ctypes.byref(a), ctypes.sizeof(a)) == 0:
+    print("mount_setattr")
+tree = libc.syscall(428, -100, b"/data", 1 | 0x80000 | AT_RECURSIVE)
+if tree >= 0:
+    print("open_tree")
+    if libc.syscall(442, tree, b"", AT_EMPTY_PATH | AT_RECURSIVE, ctypes.byref(a), ctypes.sizeof(a)) == 0:
+        print("mount_setattr on a clone")
+    if libc.syscall(429, tree, b"", -100, b"/tmp", 4) == 0:
+        print("move_mount")
+PY
+for f in /data/x /data/sub/x /tmp/x; do touch $f 2>/dev/null && echo wrote $f; done
+cat /data/sub/hidden 2>/dev/null
+true`
+		out := mustRun(t, m, "run", "--mount", src+":/data", "--", "sh", "-c", script)
+		if out != "wrote /tmp/x\n" {
+			t.Errorf("the sandbox changed its read-only mount: %q", out)
+		}
+		for _, p := range []string{filepath.Join(src, "x"), filepath.Join(sub, "x")} {
+			if _, err := os.Lstat(p); err == nil {
+				t.Errorf("%s was made on the host", p)
+			}
+		}
+	})
+}
