@@ -1,12 +1,15 @@
 package test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/jail-sandbox/jail/api"
 )
 
 func TestRootfsDirectory(t *testing.T) {
@@ -368,6 +371,45 @@ true`
 		for _, p := range []string{filepath.Join(src, "x"), filepath.Join(sub, "x")} {
 			if _, err := os.Lstat(p); err == nil {
 				t.Errorf("%s was made on the host", p)
+			}
+		}
+	})
+}
+
+// TestManyMountsStart: a sandbox with as many mounts as jail takes (the
+// workspace and 63 more) starts, from the CLI and from jail serve (whose
+// pool's forker starts it). As root every mount source is a descriptor
+// handed to the init; the child's descriptor setup (ForkExec's) moved
+// descriptors onto the numbers just above the highest one handed over,
+// where the init's program descriptor was: from 25 mounts on, the init
+// could not be started ("start /proc/self/fd/58: permission denied": the
+// error pipe had been put in the program's place), where before only
+// writable mounts were descriptors.
+func TestManyMountsStart(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		dir := sharedTempDir(t, rootless)
+		src, ws := filepath.Join(dir, "src"), filepath.Join(dir, "ws")
+		for _, d := range []string{src, ws} {
+			if err := os.Mkdir(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			os.Chown(d, rootless.uid, rootless.gid)
+		}
+		for _, n := range []int{25, 63} {
+			var mounts []string
+			args := []string{"run", "--workspace", ws}
+			for i := 0; i < n; i++ {
+				mounts = append(mounts, fmt.Sprintf("%s:/m/%d", src, i))
+				args = append(args, "--mount", mounts[i])
+			}
+			script := "ls /m | wc -l; touch /workspace/ok"
+			if out := mustRun(t, m, append(args, "--", "sh", "-c", script)...); strings.TrimSpace(out) != strconv.Itoa(n) {
+				t.Errorf("%d mounts: the sandbox saw %q", n, out)
+			}
+			srv := startServeWith(t, m, nil)
+			res, err := srv.client.Run(t.Context(), api.RunRequest{Cmd: "sh", Args: []string{"-c", script}, Workspace: ws, Mounts: mounts})
+			if err != nil || res.ExitCode != 0 || strings.TrimSpace(res.Stdout) != strconv.Itoa(n) {
+				t.Errorf("%d mounts through jail serve: %+v, %v", n, res, err)
 			}
 		}
 	})
