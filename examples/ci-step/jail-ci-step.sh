@@ -17,7 +17,7 @@
 # Environment: JAIL (the jail binary, default: jail on PATH),
 # JAIL_CI_WORKSPACE (the checkout, default: the working directory),
 # JAIL_CI_MEMORY (4G), JAIL_CI_CPUS (2), JAIL_CI_TIMEOUT (30m), and
-# JAIL_CI_OWNER (uid:gid, default 65534:65534; see below),
+# JAIL_CI_OWNER (uid:gid, default 1999990000:1999990000; see below),
 # JAIL_CI_WRITABLE_GIT (1: the step may change the checkout's .git, which
 # is otherwise read-only to it; see below).
 #
@@ -25,7 +25,9 @@
 # (what the sandbox wrote there would be root's). A CI runner's checkout as
 # root is root's: for the step, it is given to JAIL_CI_OWNER, an
 # unprivileged owner, and given back to its owner after the step, whatever
-# the step did. Rootless, the sandbox writes as the caller: nothing changes
+# the step did. The default is an id no account has (not nobody's, 65534,
+# whose daemons could otherwise write the checkout meanwhile), below the
+# ids jail gives root's sandboxes and their namespaces' owner. Rootless, the sandbox writes as the caller: nothing changes
 # hands.
 set -eu
 
@@ -68,7 +70,7 @@ fi
 given_back=
 if [ "$(id -u)" = 0 ] && [ "$(stat -c %u "$workspace")" = 0 ]; then
 	owner=$(stat -c %u:%g "$workspace")
-	step_owner=${JAIL_CI_OWNER:-65534:65534}
+	step_owner=${JAIL_CI_OWNER:-1999990000:1999990000}
 	case $step_owner in
 	0:* | *:0 | root:* | *:root)
 		echo "jail-ci-step: JAIL_CI_OWNER=$step_owner: an unprivileged uid:gid, not root's" >&2
