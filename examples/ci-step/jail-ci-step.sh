@@ -27,8 +27,8 @@
 # unprivileged owner, and given back to its owner after the step, whatever
 # the step did. The default is an id no account has (not nobody's, 65534,
 # whose daemons could otherwise write the checkout meanwhile), below the
-# ids jail gives root's sandboxes and their namespaces' owner. Rootless, the sandbox writes as the caller: nothing changes
-# hands.
+# ids jail gives root's sandboxes and their namespaces' owner. Rootless,
+# the sandbox writes as the caller: nothing changes hands.
 set -eu
 
 jail=${JAIL:-jail}
