@@ -229,6 +229,11 @@ func (sb *Sandbox) openFile(name string, flags int, mode uint32) (*os.File, erro
 // another holds it.
 func (sb *Sandbox) Hold() (*os.File, error) {
 	f, err := sb.openFile(LockFile, unix.O_RDWR|unix.O_CREAT, 0o600)
+	if err == unix.ENOENT {
+		// The directory itself is gone (its monitor removed it after
+		// the sandbox was opened): no sandbox any more.
+		return nil, fmt.Errorf("sandbox %s: %w", sb.Name, ErrNotFound)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %s: lock: %w", sb.Name, err)
 	}

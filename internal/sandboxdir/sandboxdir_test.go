@@ -228,3 +228,28 @@ func TestRoot(t *testing.T) {
 		}
 	}
 }
+
+// TestHoldOfASandboxRemovedMeanwhileIsNotFound: a sandbox whose directory
+// its monitor removed after it was opened (a removal racing the monitor's
+// own, as jail rm's wait for the lock can) is not found, not an error of
+// its lock: the removal that meets it has nothing left to do.
+func TestHoldOfASandboxRemovedMeanwhileIsNotFound(t *testing.T) {
+	s, root := openStore(t)
+	sb, err := s.Create("gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	// What a monitor does at the end: the contents, then the directory.
+	dir := filepath.Join(root, "sandboxes", "gone")
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		os.Remove(filepath.Join(dir, e.Name()))
+	}
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.Hold(); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Hold of a removed sandbox: %v, want ErrNotFound", err)
+	}
+}
