@@ -78,10 +78,10 @@ var cNames = map[string]string{
 	"config.Container":        "container",
 	"config.JoinedNamespace":  "joined_namespace",
 	"config.ContainerMount":   "container_mount",
-	"config.Device":           "device",
-	"config.Sysctl":           "sysctl",
+	"config.Device":           "container_device",
+	"config.Sysctl":           "container_sysctl",
 	"config.ContainerProcess": "container_process",
-	"config.Rlimit":           "rlimit",
+	"config.Rlimit":           "container_rlimit",
 }
 
 // cMacros are names that C libraries define as macros, which no C field

@@ -406,7 +406,7 @@ struct container_mount {
 };
 
 /* config.Device */
-struct device {
+struct container_device {
 	char *path;
 	char *type;
 	int64_t major;
@@ -417,13 +417,13 @@ struct device {
 };
 
 /* config.Sysctl */
-struct sysctl {
+struct container_sysctl {
 	char *key;
 	char *value;
 };
 
 /* config.Rlimit */
-struct rlimit {
+struct container_rlimit {
 	int type;
 	uint64_t soft;
 	uint64_t hard;
@@ -442,7 +442,7 @@ struct container_process {
 	size_t nadditional_gids;
 	bool set_umask;
 	uint32_t umask;
-	struct rlimit *rlimits; /* nrlimits elements, then a zero one */
+	struct container_rlimit *rlimits; /* nrlimits elements, then a zero one */
 	size_t nrlimits;
 	uint64_t bounding;
 	uint64_t effective;
@@ -474,9 +474,9 @@ struct container {
 	size_t nmasked_paths;
 	char **readonly_paths; /* nreadonly_paths elements, then a zero one */
 	size_t nreadonly_paths;
-	struct device *devices; /* ndevices elements, then a zero one */
+	struct container_device *devices; /* ndevices elements, then a zero one */
 	size_t ndevices;
-	struct sysctl *sysctl; /* nsysctl elements, then a zero one */
+	struct container_sysctl *sysctl; /* nsysctl elements, then a zero one */
 	size_t nsysctl;
 	struct container_process process;
 	struct filter seccomp;
@@ -546,15 +546,15 @@ static void wire_free_joined_namespace(struct joined_namespace *v);
 static void wire_get_container_mount(struct wire_reader *r, struct container_mount *v);
 static void wire_put_container_mount(struct wire_writer *w, const struct container_mount *v);
 static void wire_free_container_mount(struct container_mount *v);
-static void wire_get_device(struct wire_reader *r, struct device *v);
-static void wire_put_device(struct wire_writer *w, const struct device *v);
-static void wire_free_device(struct device *v);
-static void wire_get_sysctl(struct wire_reader *r, struct sysctl *v);
-static void wire_put_sysctl(struct wire_writer *w, const struct sysctl *v);
-static void wire_free_sysctl(struct sysctl *v);
-static void wire_get_rlimit(struct wire_reader *r, struct rlimit *v);
-static void wire_put_rlimit(struct wire_writer *w, const struct rlimit *v);
-static void wire_free_rlimit(struct rlimit *v);
+static void wire_get_container_device(struct wire_reader *r, struct container_device *v);
+static void wire_put_container_device(struct wire_writer *w, const struct container_device *v);
+static void wire_free_container_device(struct container_device *v);
+static void wire_get_container_sysctl(struct wire_reader *r, struct container_sysctl *v);
+static void wire_put_container_sysctl(struct wire_writer *w, const struct container_sysctl *v);
+static void wire_free_container_sysctl(struct container_sysctl *v);
+static void wire_get_container_rlimit(struct wire_reader *r, struct container_rlimit *v);
+static void wire_put_container_rlimit(struct wire_writer *w, const struct container_rlimit *v);
+static void wire_free_container_rlimit(struct container_rlimit *v);
 static void wire_get_container_process(struct wire_reader *r, struct container_process *v);
 static void wire_put_container_process(struct wire_writer *w, const struct container_process *v);
 static void wire_free_container_process(struct container_process *v);
@@ -1103,7 +1103,7 @@ static void wire_free_container_mount(struct container_mount *v)
 	free(v->data);
 }
 
-static void wire_get_device(struct wire_reader *r, struct device *v)
+static void wire_get_container_device(struct wire_reader *r, struct container_device *v)
 {
 	v->path = wire_read_string(r);
 	v->type = wire_read_string(r);
@@ -1114,7 +1114,7 @@ static void wire_get_device(struct wire_reader *r, struct device *v)
 	v->gid = (uint32_t)wire_read_uint_at_most(r, 4294967295ULL);
 }
 
-static void wire_put_device(struct wire_writer *w, const struct device *v)
+static void wire_put_container_device(struct wire_writer *w, const struct container_device *v)
 {
 	wire_put_string(w, v->path);
 	wire_put_string(w, v->type);
@@ -1125,47 +1125,47 @@ static void wire_put_device(struct wire_writer *w, const struct device *v)
 	wire_put_uint(w, v->gid);
 }
 
-static void wire_free_device(struct device *v)
+static void wire_free_container_device(struct container_device *v)
 {
 	(void)v;
 	free(v->path);
 	free(v->type);
 }
 
-static void wire_get_sysctl(struct wire_reader *r, struct sysctl *v)
+static void wire_get_container_sysctl(struct wire_reader *r, struct container_sysctl *v)
 {
 	v->key = wire_read_string(r);
 	v->value = wire_read_string(r);
 }
 
-static void wire_put_sysctl(struct wire_writer *w, const struct sysctl *v)
+static void wire_put_container_sysctl(struct wire_writer *w, const struct container_sysctl *v)
 {
 	wire_put_string(w, v->key);
 	wire_put_string(w, v->value);
 }
 
-static void wire_free_sysctl(struct sysctl *v)
+static void wire_free_container_sysctl(struct container_sysctl *v)
 {
 	(void)v;
 	free(v->key);
 	free(v->value);
 }
 
-static void wire_get_rlimit(struct wire_reader *r, struct rlimit *v)
+static void wire_get_container_rlimit(struct wire_reader *r, struct container_rlimit *v)
 {
 	v->type = (int)wire_read_int_in(r, 0LL, 15LL);
 	v->soft = wire_read_uint(r);
 	v->hard = wire_read_uint(r);
 }
 
-static void wire_put_rlimit(struct wire_writer *w, const struct rlimit *v)
+static void wire_put_container_rlimit(struct wire_writer *w, const struct container_rlimit *v)
 {
 	wire_put_int(w, v->type);
 	wire_put_uint(w, v->soft);
 	wire_put_uint(w, v->hard);
 }
 
-static void wire_free_rlimit(struct rlimit *v)
+static void wire_free_container_rlimit(struct container_rlimit *v)
 {
 	(void)v;
 }
@@ -1195,7 +1195,7 @@ static void wire_get_container_process(struct wire_reader *r, struct container_p
 	v->nrlimits = wire_read_count(r, 3);
 	v->rlimits = wire_alloc(v->nrlimits + 1, sizeof(*v->rlimits));
 	for (size_t i = 0; i < v->nrlimits; i++) {
-		wire_get_rlimit(r, &v->rlimits[i]);
+		wire_get_container_rlimit(r, &v->rlimits[i]);
 	}
 	v->bounding = wire_read_uint(r);
 	v->effective = wire_read_uint(r);
@@ -1229,7 +1229,7 @@ static void wire_put_container_process(struct wire_writer *w, const struct conta
 	wire_put_uint(w, v->umask);
 	wire_put_uint(w, v->nrlimits);
 	for (size_t i = 0; i < v->nrlimits; i++) {
-		wire_put_rlimit(w, &v->rlimits[i]);
+		wire_put_container_rlimit(w, &v->rlimits[i]);
 	}
 	wire_put_uint(w, v->bounding);
 	wire_put_uint(w, v->effective);
@@ -1256,7 +1256,7 @@ static void wire_free_container_process(struct container_process *v)
 	free(v->cwd);
 	free(v->additional_gids);
 	for (size_t i = 0; v->rlimits != NULL && i < v->nrlimits; i++) {
-		wire_free_rlimit(&v->rlimits[i]);
+		wire_free_container_rlimit(&v->rlimits[i]);
 	}
 	free(v->rlimits);
 }
@@ -1295,12 +1295,12 @@ static void wire_get_container(struct wire_reader *r, struct container *v)
 	v->ndevices = wire_read_count(r, 7);
 	v->devices = wire_alloc(v->ndevices + 1, sizeof(*v->devices));
 	for (size_t i = 0; i < v->ndevices; i++) {
-		wire_get_device(r, &v->devices[i]);
+		wire_get_container_device(r, &v->devices[i]);
 	}
 	v->nsysctl = wire_read_count(r, 2);
 	v->sysctl = wire_alloc(v->nsysctl + 1, sizeof(*v->sysctl));
 	for (size_t i = 0; i < v->nsysctl; i++) {
-		wire_get_sysctl(r, &v->sysctl[i]);
+		wire_get_container_sysctl(r, &v->sysctl[i]);
 	}
 	wire_get_container_process(r, &v->process);
 	wire_get_filter(r, &v->seccomp);
@@ -1336,11 +1336,11 @@ static void wire_put_container(struct wire_writer *w, const struct container *v)
 	}
 	wire_put_uint(w, v->ndevices);
 	for (size_t i = 0; i < v->ndevices; i++) {
-		wire_put_device(w, &v->devices[i]);
+		wire_put_container_device(w, &v->devices[i]);
 	}
 	wire_put_uint(w, v->nsysctl);
 	for (size_t i = 0; i < v->nsysctl; i++) {
-		wire_put_sysctl(w, &v->sysctl[i]);
+		wire_put_container_sysctl(w, &v->sysctl[i]);
 	}
 	wire_put_container_process(w, &v->process);
 	wire_put_filter(w, &v->seccomp);
@@ -1370,11 +1370,11 @@ static void wire_free_container(struct container *v)
 	}
 	free(v->readonly_paths);
 	for (size_t i = 0; v->devices != NULL && i < v->ndevices; i++) {
-		wire_free_device(&v->devices[i]);
+		wire_free_container_device(&v->devices[i]);
 	}
 	free(v->devices);
 	for (size_t i = 0; v->sysctl != NULL && i < v->nsysctl; i++) {
-		wire_free_sysctl(&v->sysctl[i]);
+		wire_free_container_sysctl(&v->sysctl[i]);
 	}
 	free(v->sysctl);
 	wire_free_container_process(&v->process);
@@ -1514,9 +1514,9 @@ static void wire_print_id_map(FILE *out, const char *path, const struct id_map *
 static void wire_print_spawn_request(FILE *out, const char *path, const struct spawn_request *v);
 static void wire_print_joined_namespace(FILE *out, const char *path, const struct joined_namespace *v);
 static void wire_print_container_mount(FILE *out, const char *path, const struct container_mount *v);
-static void wire_print_device(FILE *out, const char *path, const struct device *v);
-static void wire_print_sysctl(FILE *out, const char *path, const struct sysctl *v);
-static void wire_print_rlimit(FILE *out, const char *path, const struct rlimit *v);
+static void wire_print_container_device(FILE *out, const char *path, const struct container_device *v);
+static void wire_print_container_sysctl(FILE *out, const char *path, const struct container_sysctl *v);
+static void wire_print_container_rlimit(FILE *out, const char *path, const struct container_rlimit *v);
 static void wire_print_container_process(FILE *out, const char *path, const struct container_process *v);
 static void wire_print_container(FILE *out, const char *path, const struct container *v);
 static void wire_print_wire_message(FILE *out, const char *path, const struct wire_message *v);
@@ -1844,7 +1844,7 @@ static void wire_print_container_mount(FILE *out, const char *path, const struct
 	wire_print_hex(out, key, "s:", (const unsigned char *)v->data, strlen(v->data));
 }
 
-static void wire_print_device(FILE *out, const char *path, const struct device *v)
+static void wire_print_container_device(FILE *out, const char *path, const struct container_device *v)
 {
 	char key[WIRE_KEY_MAX];
 	wire_key(key, sizeof(key), path, ".Path", -1);
@@ -1863,7 +1863,7 @@ static void wire_print_device(FILE *out, const char *path, const struct device *
 	fprintf(out, "%s=%llu\n", key, (unsigned long long)v->gid);
 }
 
-static void wire_print_sysctl(FILE *out, const char *path, const struct sysctl *v)
+static void wire_print_container_sysctl(FILE *out, const char *path, const struct container_sysctl *v)
 {
 	char key[WIRE_KEY_MAX];
 	wire_key(key, sizeof(key), path, ".Key", -1);
@@ -1872,7 +1872,7 @@ static void wire_print_sysctl(FILE *out, const char *path, const struct sysctl *
 	wire_print_hex(out, key, "s:", (const unsigned char *)v->value, strlen(v->value));
 }
 
-static void wire_print_rlimit(FILE *out, const char *path, const struct rlimit *v)
+static void wire_print_container_rlimit(FILE *out, const char *path, const struct container_rlimit *v)
 {
 	char key[WIRE_KEY_MAX];
 	wire_key(key, sizeof(key), path, ".Type", -1);
@@ -1918,7 +1918,7 @@ static void wire_print_container_process(FILE *out, const char *path, const stru
 	fprintf(out, "%s.len=%zu\n", key, v->nrlimits);
 	for (size_t i = 0; i < v->nrlimits; i++) {
 		wire_key(key, sizeof(key), path, ".Rlimits", (long long)i);
-		wire_print_rlimit(out, key, &v->rlimits[i]);
+		wire_print_container_rlimit(out, key, &v->rlimits[i]);
 	}
 	wire_key(key, sizeof(key), path, ".Bounding", -1);
 	fprintf(out, "%s=%llu\n", key, (unsigned long long)v->bounding);
@@ -1989,13 +1989,13 @@ static void wire_print_container(FILE *out, const char *path, const struct conta
 	fprintf(out, "%s.len=%zu\n", key, v->ndevices);
 	for (size_t i = 0; i < v->ndevices; i++) {
 		wire_key(key, sizeof(key), path, ".Devices", (long long)i);
-		wire_print_device(out, key, &v->devices[i]);
+		wire_print_container_device(out, key, &v->devices[i]);
 	}
 	wire_key(key, sizeof(key), path, ".Sysctl", -1);
 	fprintf(out, "%s.len=%zu\n", key, v->nsysctl);
 	for (size_t i = 0; i < v->nsysctl; i++) {
 		wire_key(key, sizeof(key), path, ".Sysctl", (long long)i);
-		wire_print_sysctl(out, key, &v->sysctl[i]);
+		wire_print_container_sysctl(out, key, &v->sysctl[i]);
 	}
 	wire_key(key, sizeof(key), path, ".Process", -1);
 	wire_print_container_process(out, key, &v->process);

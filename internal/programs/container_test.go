@@ -1,0 +1,234 @@
+package programs_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/jail-sandbox/jail/internal/config"
+	"github.com/jail-sandbox/jail/internal/control"
+	"github.com/jail-sandbox/jail/internal/programs"
+)
+
+// busyboxRoot lays out a root of Debian's static busybox in dir.
+func busyboxRoot(t *testing.T, dir string) {
+	t.Helper()
+	busybox, err := exec.LookPath("busybox")
+	if err != nil {
+		t.Skip("busybox-static is needed")
+	}
+	for _, d := range []string{"bin", "proc", "dev", "sys", "tmp", "etc", "data"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := os.ReadFile(busybox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bin", "busybox"), data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"sh", "cat", "id", "hostname", "ls", "grep", "echo", "touch", "stat", "sleep", "mount"} {
+		if err := os.Symlink("busybox", filepath.Join(dir, "bin", name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// containerRun runs c through the helper's container role as jail oci
+// create and start do, and returns the process's output and exit status.
+func containerRun(t *testing.T, c config.Container) (string, int) {
+	t.Helper()
+	state := t.TempDir()
+	fifoPath := filepath.Join(state, "exec.fifo")
+	if err := unix.Mkfifo(fifoPath, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The container's root opens it: its owner, as runc makes it.
+	if c.New&unix.CLONE_NEWUSER != 0 {
+		if err := os.Chown(fifoPath, 100000, 100000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fifo, err := os.OpenFile(fifoPath, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fifo.Close()
+	conn, initEnd, err := control.Pair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	helper, err := programs.Open(programs.Helper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer helper.Close()
+	path, err := helper.PathFor(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := os.CreateTemp(state, "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	c.ExecFifoFD = 4
+	cmd := &exec.Cmd{Path: path, Args: []string{"jail:container"}, ExtraFiles: []*os.File{initEnd, fifo}, Stdout: out, Stderr: out}
+	// The container's init is reparented here when the role ends.
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	initEnd.Close()
+	if err := conn.Send(control.Message{Kind: control.KindContainer, Container: &c}); err != nil {
+		t.Fatal(err)
+	}
+	pid := 0
+	for created := false; !created; {
+		msg, files, err := conn.Recv()
+		if err != nil {
+			cmd.Wait()
+			b, _ := os.ReadFile(out.Name())
+			t.Fatalf("the role ended without a report: %v\n%s", err, b)
+		}
+		for _, f := range files {
+			f.Close()
+		}
+		switch msg.Kind {
+		case control.KindUserns:
+			// The bundle's maps, as jail oci create writes them.
+			for file, data := range map[string]string{"uid_map": "0 100000 65536", "gid_map": "0 100000 65536"} {
+				if err := os.WriteFile(filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid), file), []byte(data), 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := conn.Send(control.Message{Kind: control.KindMapped}); err != nil {
+				t.Fatal(err)
+			}
+		case control.KindChild:
+			pid = msg.Pid
+		case control.KindCreated:
+			created = true
+		case control.KindError:
+			cmd.Wait()
+			t.Fatalf("jail: %s: %s", msg.Step, msg.Reason)
+		default:
+			t.Fatalf("unexpected report %q", msg.Kind)
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the role: %v", err)
+	}
+	// Started: the FIFO's other end, read until the init writes or is
+	// gone (it failed).
+	r, err := os.OpenFile(fifoPath, os.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := 0; ; n++ {
+		if got, _ := unix.Read(int(r.Fd()), make([]byte, 1)); got == 1 {
+			break
+		}
+		if unix.Kill(pid, 0) != nil || n > 3000 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	r.Close()
+	var ws syscall.WaitStatus
+	done := make(chan error, 1)
+	go func() {
+		_, err := syscall.Wait4(pid, &ws, 0, nil)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("wait for the container's process %d: %v", pid, err)
+		}
+	case <-time.After(30 * time.Second):
+		syscall.Kill(pid, syscall.SIGKILL)
+		t.Fatal("the container's process did not end within 30 s (a hang, not a timing check)")
+	}
+	b, _ := os.ReadFile(out.Name())
+	return string(b), ws.ExitStatus()
+}
+
+// TestContainerRoleRunsABundle: the container role makes the namespaces
+// asked for (a user namespace too, mapped by its supervisor), the root with
+// its mounts, devices, masked and read-only paths, sets the host name,
+// waits for the exec FIFO and becomes the process with the ids and
+// capabilities given: pid 1 of its pid namespace, its exit status the
+// container's.
+func TestContainerRoleRunsABundle(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("as root")
+	}
+	for _, userns := range []bool{false, true} {
+		t.Run(fmt.Sprintf("userns=%v", userns), func(t *testing.T) {
+			root := t.TempDir()
+			busyboxRoot(t, root)
+			if err := os.Chmod(filepath.Dir(root), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			var st unix.Stat_t
+			if err := unix.Stat(root, &st); err != nil {
+				t.Fatal(err)
+			}
+			c := config.Container{
+				New:    unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC,
+				Rootfs: root, RootfsDev: st.Dev, RootfsIno: st.Ino,
+				Mounts: []config.ContainerMount{
+					{Destination: "/proc", Type: "proc", Source: "proc", Flags: unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC},
+					{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Flags: unix.MS_NOSUID, Data: "mode=755,size=65536k"},
+					{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Flags: unix.MS_NOSUID | unix.MS_NOEXEC, Data: "newinstance,ptmxmode=0666,mode=0620"},
+					{Destination: "/data", Source: root + "/etc", Flags: unix.MS_BIND | unix.MS_REC | unix.MS_RDONLY},
+				},
+				Devices:       []config.Device{{Path: "/dev/null", Type: "c", Major: 1, Minor: 3, Mode: 0o666}},
+				SetHostname:   true,
+				Hostname:      "oci-test",
+				MaskedPaths:   []string{"/proc/kcore"},
+				ReadonlyPaths: []string{"/proc/sys"},
+				Process: config.ContainerProcess{
+					Args: []string{"sh", "-c", `echo pid $$; id -u; id -g; hostname; grep CapBnd /proc/self/status; ` +
+						`cat /proc/kcore | wc -c; touch /data/x 2>/dev/null || echo data ro; echo 1 > /proc/sys/kernel/ostype 2>/dev/null || echo sys ro; exit 7`},
+					Env: []string{"PATH=/bin"}, Cwd: "/", UID: 1000, GID: 1000,
+					Bounding:        1 << unix.CAP_CHOWN,
+					NoNewPrivileges: true,
+				},
+			}
+			if userns {
+				c.New |= unix.CLONE_NEWUSER
+			} else {
+				c.Mounts = append(c.Mounts, config.ContainerMount{Destination: "/sys", Type: "sysfs", Source: "sysfs", Flags: unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC | unix.MS_RDONLY})
+			}
+			out, code := containerRun(t, c)
+			if code != 7 {
+				t.Errorf("exit %d, want 7\n%s", code, out)
+			}
+			for _, want := range []string{"pid 1\n", "1000\n1000\noci-test\n", "CapBnd:\t0000000000000001\n", "data ro\n", "sys ro\n"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("no %q in:\n%s", want, out)
+				}
+			}
+			if bytes.Contains([]byte(out), []byte("jail:")) {
+				t.Errorf("an error: %s", out)
+			}
+		})
+	}
+}
