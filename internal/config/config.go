@@ -217,8 +217,8 @@ type Container struct {
 	Seccomp filter.Filter `json:"seccomp"`
 	// ExecFifoFD is the descriptor of the state directory's exec FIFO
 	// (O_PATH): the container's process is started once `jail oci start`
-	// opens its other end.
-	ExecFifoFD int `json:"exec_fifo_fd" wire:"min=4"`
+	// opens its other end. -1 in a KindEnter, whose process starts at once.
+	ExecFifoFD int `json:"exec_fifo_fd" wire:"min=-1"`
 }
 
 // JoinedNamespace is one namespace to join: FD is an open namespace file.

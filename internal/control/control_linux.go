@@ -101,7 +101,15 @@ const (
 // (Pid: the init's pid as the supervisor sees it); the init builds the
 // root and reports KindCreated (its terminal's master attached, with a
 // terminal) or KindError, and waits for the exec FIFO to be opened.
+//
+// KindEnter (Container set: Join, one entry whose FD is a pidfd of the
+// container's init and whose Type is every namespace of it that differs
+// from the caller's; Process; Seccomp) starts the helper's enter role,
+// which joins them all at once, forks the process (jail oci exec) into the
+// container, reports KindChild and ends; the process reports KindCreated
+// (its terminal's master attached, with a terminal) and execs.
 const (
+	KindEnter     = "enter"
 	KindContainer = "container"
 	KindUserns    = "userns"
 	KindMapped    = "mapped"

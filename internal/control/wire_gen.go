@@ -605,7 +605,7 @@ func (r *reader) getContainer(v *config.Container) {
 	}
 	r.getContainerProcess(&v.Process)
 	r.getFilter(&v.Seccomp)
-	v.ExecFifoFD = int(r.intIn(4, 2147483647))
+	v.ExecFifoFD = int(r.intIn(-1, 2147483647))
 }
 
 func (w *writer) putMessage(v *Message) {

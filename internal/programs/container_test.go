@@ -45,26 +45,13 @@ func busyboxRoot(t *testing.T, dir string) {
 	}
 }
 
-// containerRun runs c through the helper's container role as jail oci
-// create and start do, and returns the process's output and exit status.
-func containerRun(t *testing.T, c config.Container) (string, int) {
+// runRole starts the helper as role (argv[0]) with c in a message of kind,
+// files from fd 4, and answers its reports as jail oci does until the
+// process it made reports created: it returns that process's pid (a child
+// of this one by then: the test is a subreaper) and the file its output
+// goes to.
+func runRole(t *testing.T, role, kind string, c *config.Container, files ...*os.File) (int, *os.File) {
 	t.Helper()
-	state := t.TempDir()
-	fifoPath := filepath.Join(state, "exec.fifo")
-	if err := unix.Mkfifo(fifoPath, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	// The container's root opens it: its owner, as runc makes it.
-	if c.New&unix.CLONE_NEWUSER != 0 {
-		if err := os.Chown(fifoPath, 100000, 100000); err != nil {
-			t.Fatal(err)
-		}
-	}
-	fifo, err := os.OpenFile(fifoPath, unix.O_PATH|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fifo.Close()
 	conn, initEnd, err := control.Pair()
 	if err != nil {
 		t.Fatal(err)
@@ -75,27 +62,25 @@ func containerRun(t *testing.T, c config.Container) (string, int) {
 		t.Fatal(err)
 	}
 	defer helper.Close()
-	path, err := helper.PathFor(2)
+	path, err := helper.PathFor(1 + len(files))
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := os.CreateTemp(state, "out")
+	out, err := os.CreateTemp(t.TempDir(), "out")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer out.Close()
-	c.ExecFifoFD = 4
-	cmd := &exec.Cmd{Path: path, Args: []string{"jail:container"}, ExtraFiles: []*os.File{initEnd, fifo}, Stdout: out, Stderr: out}
-	// The container's init is reparented here when the role ends.
+	t.Cleanup(func() { out.Close() })
+	cmd := &exec.Cmd{Path: path, Args: []string{role}, ExtraFiles: append([]*os.File{initEnd}, files...), Stdout: out, Stderr: out}
+	// What the role forks is reparented here when the role ends.
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	defer unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	initEnd.Close()
-	if err := conn.Send(control.Message{Kind: control.KindContainer, Container: &c}); err != nil {
+	if err := conn.Send(control.Message{Kind: kind, Container: c}); err != nil {
 		t.Fatal(err)
 	}
 	pid := 0
@@ -104,7 +89,7 @@ func containerRun(t *testing.T, c config.Container) (string, int) {
 		if err != nil {
 			cmd.Wait()
 			b, _ := os.ReadFile(out.Name())
-			t.Fatalf("the role ended without a report: %v\n%s", err, b)
+			t.Fatalf("%s ended without a report: %v\n%s", role, err, b)
 		}
 		for _, f := range files {
 			f.Close()
@@ -132,24 +117,15 @@ func containerRun(t *testing.T, c config.Container) (string, int) {
 		}
 	}
 	if err := cmd.Wait(); err != nil {
-		t.Fatalf("the role: %v", err)
+		t.Fatalf("%s: %v", role, err)
 	}
-	// Started: the FIFO's other end, read until the init writes or is
-	// gone (it failed).
-	r, err := os.OpenFile(fifoPath, os.O_RDONLY|unix.O_NONBLOCK, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for n := 0; ; n++ {
-		if got, _ := unix.Read(int(r.Fd()), make([]byte, 1)); got == 1 {
-			break
-		}
-		if unix.Kill(pid, 0) != nil || n > 3000 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	r.Close()
+	return pid, out
+}
+
+// waitExit waits for the child pid and returns its output so far and exit
+// status.
+func waitExit(t *testing.T, pid int, out *os.File) (string, int) {
+	t.Helper()
 	var ws syscall.WaitStatus
 	done := make(chan error, 1)
 	go func() {
@@ -159,14 +135,91 @@ func containerRun(t *testing.T, c config.Container) (string, int) {
 	select {
 	case err := <-done:
 		if err != nil {
-			t.Fatalf("wait for the container's process %d: %v", pid, err)
+			t.Fatalf("wait for %d: %v", pid, err)
 		}
 	case <-time.After(30 * time.Second):
 		syscall.Kill(pid, syscall.SIGKILL)
-		t.Fatal("the container's process did not end within 30 s (a hang, not a timing check)")
+		<-done
+		t.Fatalf("process %d did not end within 30 s (a hang, not a timing check)", pid)
 	}
 	b, _ := os.ReadFile(out.Name())
+	if ws.Signaled() {
+		return string(b), 128 + int(ws.Signal())
+	}
 	return string(b), ws.ExitStatus()
+}
+
+// containerStart makes and starts c as jail oci create and start do, and
+// returns the container's pid and its output's file.
+func containerStart(t *testing.T, c config.Container) (int, *os.File) {
+	t.Helper()
+	state := t.TempDir()
+	fifoPath := filepath.Join(state, "exec.fifo")
+	if err := unix.Mkfifo(fifoPath, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The container's root opens it: its owner, as runc makes it.
+	if c.New&unix.CLONE_NEWUSER != 0 {
+		if err := os.Chown(fifoPath, 100000, 100000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fifo, err := os.OpenFile(fifoPath, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fifo.Close()
+	c.ExecFifoFD = 4
+	pid, out := runRole(t, "jail:container", control.KindContainer, &c, fifo)
+	// Started: the FIFO's other end, read until the init writes or has
+	// failed.
+	r, err := os.OpenFile(fifoPath, os.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if got, _ := unix.Read(int(r.Fd()), make([]byte, 1)); got == 1 {
+			return pid, out
+		}
+		var info unix.Siginfo
+		if unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil) == nil && info.Signo != 0 {
+			return pid, out // ended before start: its status tells
+		}
+	}
+	t.Fatal("the container did not start within 30 s (a hang, not a timing check)")
+	return 0, nil
+}
+
+// containerRun runs c to its end and returns its output and exit status.
+func containerRun(t *testing.T, c config.Container) (string, int) {
+	t.Helper()
+	pid, out := containerStart(t, c)
+	return waitExit(t, pid, out)
+}
+
+// enterRun runs p in the running container pid as jail oci exec does and
+// returns its output and exit status.
+func enterRun(t *testing.T, pid int, p config.ContainerProcess) (string, int) {
+	t.Helper()
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pf := os.NewFile(uintptr(pidfd), "pidfd")
+	defer pf.Close()
+	var ns int64
+	for name, flag := range map[string]int64{"user": unix.CLONE_NEWUSER, "mnt": unix.CLONE_NEWNS, "pid": unix.CLONE_NEWPID,
+		"uts": unix.CLONE_NEWUTS, "ipc": unix.CLONE_NEWIPC, "net": unix.CLONE_NEWNET, "cgroup": unix.CLONE_NEWCGROUP} {
+		mine, _ := os.Readlink("/proc/self/ns/" + name)
+		theirs, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", pid, name))
+		if mine != theirs {
+			ns |= flag
+		}
+	}
+	c := config.Container{Join: []config.JoinedNamespace{{Type: ns, FD: 4}}, Process: p, ExecFifoFD: -1}
+	epid, out := runRole(t, "jail:enter", control.KindEnter, &c, pf)
+	return waitExit(t, epid, out)
 }
 
 // TestContainerRoleRunsABundle: the container role makes the namespaces
@@ -231,4 +284,88 @@ func TestContainerRoleRunsABundle(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEnterRoleJoinsAContainer: the enter role runs a process in a running
+// container: in its pid, mount and uts namespaces (and its user namespace
+// when it has one), with the ids and capabilities asked for, its exit
+// status its own; the container runs on.
+func TestEnterRoleJoinsAContainer(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("as root")
+	}
+	for _, userns := range []bool{false, true} {
+		t.Run(fmt.Sprintf("userns=%v", userns), func(t *testing.T) {
+			root := t.TempDir()
+			busyboxRoot(t, root)
+			if err := os.Chmod(filepath.Dir(root), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			var st unix.Stat_t
+			if err := unix.Stat(root, &st); err != nil {
+				t.Fatal(err)
+			}
+			c := config.Container{
+				New:    unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC,
+				Rootfs: root, RootfsDev: st.Dev, RootfsIno: st.Ino,
+				Mounts: []config.ContainerMount{
+					{Destination: "/proc", Type: "proc", Source: "proc", Flags: unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC},
+					{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs"},
+				},
+				SetHostname: true, Hostname: "entered",
+				Process: config.ContainerProcess{
+					Args: []string{"sh", "-c", "echo made > /tmp/mark; exec sleep 1000"}, Env: []string{"PATH=/bin"}, Cwd: "/",
+					// All this test has: a capability its root lacks
+					// (where it runs in a container) cannot be given.
+					Bounding: ownCaps(t), Permitted: ownCaps(t), Effective: ownCaps(t),
+				},
+			}
+			if userns {
+				c.New |= unix.CLONE_NEWUSER
+			}
+			pid, out := containerStart(t, c)
+			defer func() {
+				unix.Kill(pid, unix.SIGKILL)
+				waitExit(t, pid, out)
+			}()
+			got, code := enterRun(t, pid, config.ContainerProcess{
+				Args: []string{"sh", "-c", "echo pid $$; hostname; cat /tmp/mark; ls /proc | grep -c '^1$'; id -u; exit 3"},
+				Env:  []string{"PATH=/bin"}, Cwd: "/tmp", UID: 1000, GID: 1000, NoNewPrivileges: true,
+			})
+			if code != 3 {
+				t.Errorf("exit %d, want 3\n%s", code, got)
+			}
+			for _, want := range []string{"entered\nmade\n1\n1000\n"} {
+				if !strings.Contains(got, want) {
+					t.Errorf("no %q in:\n%s", want, got)
+				}
+			}
+			if strings.Contains(got, "pid 1\n") {
+				t.Errorf("the exec'd process is the container's pid 1:\n%s", got)
+			}
+			if unix.Kill(pid, 0) != nil {
+				t.Error("the container ended with the exec")
+			}
+		})
+	}
+}
+
+// ownCaps is this process's permitted capability set.
+func ownCaps(t *testing.T) uint64 {
+	t.Helper()
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapPrm:\t"); ok {
+			caps, err := strconv.ParseUint(v, 16, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return caps
+		}
+	}
+	t.Fatal("no CapPrm in /proc/self/status")
+	return 0
 }

@@ -352,10 +352,14 @@ static int container_bounding(const struct container_process *p, struct failure 
 static int container_caps(const struct container_process *p, struct failure *f)
 {
 	int last = last_cap();
+	/* Capabilities this kernel does not have are none to set (runc
+	 * ignores them too); asking for them would fail the capset. */
+	uint64_t known = last >= 63 ? ~(uint64_t)0 : ((uint64_t)1 << (last + 1)) - 1;
+	uint64_t e = p->effective & known, pm = p->permitted & known, in = p->inheritable & known;
 	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
 	struct __user_cap_data_struct data[2] = {
-		{.effective = (uint32_t)p->effective, .permitted = (uint32_t)p->permitted, .inheritable = (uint32_t)p->inheritable},
-		{.effective = (uint32_t)(p->effective >> 32), .permitted = (uint32_t)(p->permitted >> 32), .inheritable = (uint32_t)(p->inheritable >> 32)},
+		{.effective = (uint32_t)e, .permitted = (uint32_t)pm, .inheritable = (uint32_t)in},
+		{.effective = (uint32_t)(e >> 32), .permitted = (uint32_t)(pm >> 32), .inheritable = (uint32_t)(in >> 32)},
 	};
 	if (syscall(SYS_capset, &hdr, data) != 0)
 		return fail_errno(f, "capabilities", "capset");
@@ -563,6 +567,94 @@ static int container_main(void)
 		/* Its own end of life is its own: the role's ends now. */
 		prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0);
 		container_init(c, gate[0], in_userns);
+	}
+	close(gate[0]);
+	struct report child = {.kind = "child", .pid = pid};
+	int err = send_report(CONTROL_FD, &child, NULL, 0);
+	close(gate[1]);
+	return err != 0 ? 1 : 0;
+failed:
+	report_failure(CONTROL_FD, &f, 0);
+	return 1;
+}
+
+/*
+ * The enter role (argv[0] "jail:enter"): a process of jail oci exec in a
+ * running container. It joins every namespace of the container's init that
+ * differs from its own at once (setns on the init's pidfd: nothing can
+ * change between two joins), forks the process into the joined pid
+ * namespace, reports its pid (child) and ends, leaving it to jail oci exec
+ * (a subreaper) and to the shim after it. The process takes the container's
+ * cgroup from the role, which jail oci exec moved in before anything ran.
+ * It becomes the bundle's or the exec's process as the container's own
+ * did (container_process): its filter, ids and capabilities come from the
+ * request, which jail oci exec built from the container's state.
+ */
+static int enter_main(void)
+{
+	if (close_range(CONTROL_FD + 1, ~0U, CLOSE_RANGE_CLOEXEC) != 0)
+		return 1;
+	prctl(PR_SET_NAME, "jail-enter", 0, 0, 0);
+	leave_signals_to_kernel();
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+		return 1;
+	struct message msg;
+	if (recv_message(CONTROL_FD, &msg) != 0 || strcmp(msg.kind, "enter") != 0 || msg.body.container == NULL)
+		return 1;
+	const struct container *c = msg.body.container;
+	struct failure f = {0};
+	if (c->njoin != 1) {
+		fail(&f, "enter", "one pidfd to join, not %zu", c->njoin);
+		goto failed;
+	}
+	bool in_userns = (c->join[0].type & CLONE_NEWUSER) != 0;
+	if (setns(c->join[0].fd, (int)c->join[0].type) != 0) {
+		fail_errno(&f, "enter", "setns");
+		goto failed;
+	}
+	close(c->join[0].fd);
+	if (in_userns && become_root(&f) != 0)
+		goto failed;
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+		return 1;
+	int gate[2];
+	if (pipe2(gate, O_CLOEXEC) != 0) {
+		fail_errno(&f, "fork", "pipe");
+		goto failed;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		fail_errno(&f, "fork", NULL);
+		goto failed;
+	}
+	if (pid == 0) {
+		close(gate[1]);
+		prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0);
+		char byte;
+		while (read(gate[0], &byte, 1) < 0 && errno == EINTR)
+			;
+		close(gate[0]);
+		int master = -1, tty = -1;
+		if (c->process.terminal) {
+			if (setsid() < 0) {
+				fail_errno(&f, "setsid", NULL);
+				report_failure(CONTROL_FD, &f, 0);
+				_exit(1);
+			}
+			if (open_pty(0, 0, &master, &tty, &f) != 0) {
+				report_failure(CONTROL_FD, &f, 0);
+				_exit(1);
+			}
+		}
+		struct report created = {.kind = "created"};
+		if (send_report(CONTROL_FD, &created, &master, master >= 0 ? 1 : 0) != 0)
+			_exit(1);
+		if (master >= 0)
+			close(master);
+		close(CONTROL_FD);
+		container_process(c, tty, &f);
+		fprintf(stderr, "jail: %s%s%s\n", f.exec_code != 0 ? "" : f.step, f.exec_code != 0 ? "" : ": ", f.reason);
+		_exit(f.exec_code != 0 ? f.exec_code : 1);
 	}
 	close(gate[0]);
 	struct report child = {.kind = "child", .pid = pid};

@@ -3001,6 +3001,8 @@ int main(int argc, char **argv)
 		return monitor_main(argc, argv);
 	if (argc >= 1 && strcmp(argv[0], "jail:container") == 0)
 		return container_main();
+	if (argc >= 1 && strcmp(argv[0], "jail:enter") == 0)
+		return enter_main();
 	if (argc < 1 || strcmp(argv[0], "jail:init") != 0) {
 		fputs("jail: this program is started by jail only\n", stderr);
 		return 125;

@@ -1304,7 +1304,7 @@ static void wire_get_container(struct wire_reader *r, struct container *v)
 	}
 	wire_get_container_process(r, &v->process);
 	wire_get_filter(r, &v->seccomp);
-	v->exec_fifo_fd = (int)wire_read_int_in(r, 4LL, INT32_MAX);
+	v->exec_fifo_fd = (int)wire_read_int_in(r, -1LL, INT32_MAX);
 }
 
 static void wire_put_container(struct wire_writer *w, const struct container *v)
