@@ -323,7 +323,7 @@ func (p *plan) idmapMounts(writable []int, sources []*hostSource) (err error) {
 			return invalid(mountFlag(*m), "clone mount: %w", err)
 		}
 		p.Files = append(p.Files, os.NewFile(uintptr(tree), m.Source))
-		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV, Userns_fd: uint64(ns.Fd())}
+		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV, Userns_fd: uint64(ns.Fd()), Propagation: privateClone}
 		if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, &attr); err != nil {
 			return invalid(mountFlag(*m), "id-mapped mount: %w", err)
 		}
@@ -369,7 +369,7 @@ func (p *plan) cloneMounts(sources []*hostSource) (err error) {
 			return invalid(mountFlag(*m), "clone mount: %w", err)
 		}
 		p.Files = append(p.Files, os.NewFile(uintptr(tree), m.Source))
-		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV, Propagation: privateClone}
 		if !m.Writable {
 			attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
 		}
@@ -395,7 +395,7 @@ func (p *plan) cloneLayer(layer *config.Layer, src *hostSource) error {
 		return fmt.Errorf("clone mount: %w", err)
 	}
 	f := os.NewFile(uintptr(tree), src.path)
-	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV, Propagation: privateClone}
 	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, &attr); err != nil {
 		f.Close()
 		return fmt.Errorf("set mount attributes: %w", err)
@@ -404,6 +404,14 @@ func (p *plan) cloneLayer(layer *config.Layer, src *hostSource) error {
 	layer.FD = 3 + len(p.Files) // fd 3 is the control socket
 	return nil
 }
+
+// privateClone is the propagation of every clone jail makes of a host
+// mount for a sandbox. A clone of a shared mount (systemd shares them all)
+// joins its peer group: what the init mounts on it (a nested mount, a
+// mask) would propagate back onto the host and stay there, and what the
+// host mounts below the source later (writable, say) would reach the
+// sandbox. The init's own namespace is private for the same reason.
+const privateClone = unix.MS_PRIVATE
 
 // mappingUserns makes the user namespace that shows files of owner as the
 // sandbox user's host ids.

@@ -78,6 +78,77 @@ func TestMountSourceSwappedDuringTheCheck(t *testing.T) {
 	})
 }
 
+// Lesson 26 for the read-only sources: as root a --mount source and a
+// --rootfs reach the init as clones of the descriptor checked (before,
+// as paths the init reopened and checked by inode). A local user who owns
+// the directory above exchanges the source with a symlink to / or to a
+// credential store while jail starts sandboxes on it: no sandbox sees
+// either (a --rootfs that is not the busybox tree fails with 127).
+func TestReadOnlySourcesSwappedDuringTheCheck(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		parent := sharedTempDir(t, rootless)
+		src, aws := filepath.Join(parent, "src"), filepath.Join(parent, ".aws")
+		link, awsLink := filepath.Join(parent, "link"), filepath.Join(parent, "aws-link")
+		if _, err := makeBusyboxRootfs(src); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(aws, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(aws, "credentials"), []byte("secret\n"), 0o644)
+		for _, p := range []string{src, aws, filepath.Join(aws, "credentials")} {
+			os.Chown(p, rootless.uid, rootless.gid)
+		}
+		if err := os.Symlink("/", link); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(aws, awsLink); err != nil {
+			t.Fatal(err)
+		}
+		for _, form := range []struct {
+			name string
+			args []string
+			saw  string
+		}{
+			{"--mount", []string{"--mount", src + ":/data"}, "test -e /data/etc/passwd || test -e /data/credentials"},
+			{"--rootfs", []string{"--rootfs", src}, "test -e /etc/passwd || test -e /credentials"},
+		} {
+			for _, swap := range []string{link, awsLink} {
+				var stop atomic.Bool
+				var wg sync.WaitGroup
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for !stop.Load() {
+						_ = unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, swap, unix.RENAME_EXCHANGE)
+					}
+				}()
+				escaped, ran := 0, 0
+				for i := 0; i < 40; i++ {
+					args := append(append([]string{"run"}, form.args...), "--", "sh", "-c", "if "+form.saw+"; then echo ESCAPED; fi")
+					r := jail(t, m, args...)
+					if r.code == 0 {
+						ran++
+					}
+					if strings.Contains(r.stdout, "ESCAPED") || r.code != 0 && r.code != 125 {
+						escaped++
+						t.Logf("%s, %s swapped in: exit %d, stdout %q, stderr %q", form.name, filepath.Base(swap), r.code, r.stdout, r.stderr)
+					}
+				}
+				stop.Store(true)
+				wg.Wait()
+				if st, err := os.Lstat(src); err == nil && st.Mode()&os.ModeSymlink != 0 {
+					unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, swap, unix.RENAME_EXCHANGE)
+				}
+				t.Logf("%s, swapping %s for the source: %d of 40 ran", form.name, filepath.Base(swap), ran)
+				if escaped > 0 {
+					t.Errorf("%s, swapping %s for the source: %d of 40 sandboxes saw it (%d ran)", form.name, filepath.Base(swap), escaped, ran)
+				}
+			}
+		}
+	})
+}
+
 // Lesson 27 (issue 22, item 2): nothing a sandbox makes through a writable
 // host mount is set-id on the host or owned by host root.
 func TestSetIDFilesNeverReachTheHost(t *testing.T) {

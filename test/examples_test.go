@@ -103,6 +103,68 @@ func TestExampleAgentTool(t *testing.T) {
 	})
 }
 
+// TestExampleAgentToolKeepsConversationsApart: two conversations never
+// share a sandbox, whatever their ids: the tool named a conversation's
+// sandbox after its id with every other character made '-' and cut to 48,
+// so "team/alice" and "team-alice", or two long ids alike in their first
+// 48 characters, got one sandbox (create's reuse returned it, same spec),
+// and the second conversation read what the first had left in it.
+func TestExampleAgentToolKeepsConversationsApart(t *testing.T) {
+	src := examplesFrom(t, "agent-tool")
+	python := needPython(t)
+	forEachMode(t, func(t *testing.T, m mode) {
+		dir := sharedTempDir(t, ownerOf(m))
+		for from, to := range map[string]string{src: "agent-tool", "../sdk/python/jail_sandbox": "sdk/jail_sandbox"} {
+			if err := copySDK(from, filepath.Join(dir, to), ownerOf(m)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if owner := ownerOf(m); owner != nil {
+			os.Chown(filepath.Join(dir, "sdk"), owner.uid, owner.gid)
+		}
+		state, audit := filepath.Join(dir, "state"), filepath.Join(dir, "audit", "audit.log")
+		srv := startServeWith(t, m, []string{"JAIL_STATE_DIR=" + state, "JAIL_AUDIT_LOG=" + audit})
+		driver := `
+import asyncio, sys
+from jail_sandbox import SandboxClient
+from run_python_tool import PythonSandboxTool
+
+async def main():
+    client = SandboxClient(sys.argv[1])
+    long = "tenant-0123456789-user-0123456789-conversation-"
+    for first, second in (("team/alice", "team-alice"), (long + "0001", long + "0002")):
+        a = PythonSandboxTool(client, first, image=None, timeout=20)
+        b = PythonSandboxTool(client, second, image=None, timeout=20)
+        try:
+            await a("open('/tmp/left-by-a', 'w').write('x')")
+            print(first, "|", second, "|", (await b("import os; print(os.path.exists('/tmp/left-by-a'))")).replace("\n", " "))
+        finally:
+            await a.close()
+            await b.close()
+
+asyncio.run(main())
+`
+		cmd := programAs(m, python, "-B", "-c", driver, srv.socket)
+		cmd.Env = append(cmd.Env, "PYTHONPATH="+filepath.Join(dir, "sdk")+":"+filepath.Join(dir, "agent-tool"))
+		r := runCmd(t, cmd)
+		if r.code != 0 {
+			t.Fatalf("the driver: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+		}
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if len(lines) != 2 {
+			t.Fatalf("the driver printed %q, want two lines", r.stdout)
+		}
+		for _, line := range lines {
+			if !strings.HasSuffix(strings.TrimSpace(line), "exit code: 0 stdout: False") {
+				t.Errorf("conversations %s: the second saw the first's file, or failed", line)
+			}
+		}
+		if infos, err := srv.client.ListSandboxes(t.Context(), nil); err != nil || len(infos) != 0 {
+			t.Errorf("after the conversations, the server has %v (%v), want no sandbox", infos, err)
+		}
+	})
+}
+
 // TestExampleCIStep: examples/ci-step/jail-ci-step.sh runs a project's
 // unittest suite with the checkout as /workspace: a pass is 0 and its
 // report lands in the checkout; a failing test is the suite's exit status;
@@ -186,6 +248,103 @@ func TestExampleCIStep(t *testing.T) {
 			t.Errorf("a refused option: exit %d, stderr %q; want 125 with jail's reason", r.code, r.stderr)
 		}
 		ownedAsBefore("after failed steps")
+	})
+}
+
+// TestExampleCIStepLeavesGitToTheHost: the step reads the checkout's
+// .git (git works in it) but cannot change it. Git on the host (the job's
+// later steps, the next job's checkout on a runner that keeps its
+// workspace) runs what .git/config and .git/hooks name, outside any
+// sandbox: a step that planted an fsmonitor command and a post-checkout
+// hook there ran code on the host at the next git status or checkout.
+func TestExampleCIStepLeavesGitToTheHost(t *testing.T) {
+	src := examplesFrom(t, "ci-step")
+	forEachMode(t, func(t *testing.T, m mode) {
+		dir := sharedTempDir(t, ownerOf(m))
+		if err := copySDK(src, filepath.Join(dir, "ci-step"), ownerOf(m)); err != nil {
+			t.Fatal(err)
+		}
+		checkout, marker := filepath.Join(dir, "project"), filepath.Join(dir, "ran-on-the-host")
+		git := func(args ...string) result {
+			cmd := programAs(m, "git", append([]string{"-C", checkout, "-c", "user.name=ci", "-c", "user.email=ci@invalid"}, args...)...)
+			return runCmd(t, cmd)
+		}
+		if err := os.Mkdir(checkout, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if owner := ownerOf(m); owner != nil {
+			os.Chown(checkout, owner.uid, owner.gid)
+		}
+		for _, args := range [][]string{{"init", "-q"}, {"commit", "-q", "--allow-empty", "-m", "first"}} {
+			if r := git(args...); r.code != 0 {
+				t.Fatalf("git %v: %s", args, r.stderr)
+			}
+		}
+		hook := "#!/bin/sh\ntouch " + marker + "\n"
+		plant := `git rev-parse --verify -q HEAD >/dev/null && echo git works
+printf '` + hook + `' > .git/hooks/post-checkout && chmod +x .git/hooks/post-checkout && echo planted a hook
+git config core.fsmonitor "$PWD/.git/hooks/post-checkout" && echo set fsmonitor
+exit 0`
+		cmd := programAs(m, "sh", filepath.Join(dir, "ci-step", "jail-ci-step.sh"), "--", "sh", "-c", plant)
+		cmd.Dir = checkout
+		cmd.Env = append(cmd.Env, "JAIL="+jailBin, "JAIL_CI_MEMORY=512M", "JAIL_CI_CPUS=1")
+		r := runCmd(t, cmd)
+		if r.code != 0 || r.stdout != "git works\n" {
+			t.Errorf("the step: exit %d, stdout %q, want 0 and only %q\nstderr: %s", r.code, r.stdout, "git works\n", r.stderr)
+		}
+		git("status", "--short")
+		git("checkout", "-q", "-b", "next")
+		if _, err := os.Stat(marker); err == nil {
+			t.Errorf("git on the host ran what the step put in .git")
+		}
+	})
+}
+
+// TestExampleCIStepFailsClosed: the CI step's own failures are 125 with
+// its reason, and leave the checkout as it was: a checkout that is not
+// there (it was 2, from the shell); and as root one that could not all be
+// lent (an immutable file in it): chown went on past the file and the
+// step ended at once, leaving the rest of the checkout to the step's owner
+// for good, since the give-back was set up only after the lending.
+func TestExampleCIStepFailsClosed(t *testing.T) {
+	src := examplesFrom(t, "ci-step")
+	forEachMode(t, func(t *testing.T, m mode) {
+		dir := sharedTempDir(t, ownerOf(m))
+		if err := copySDK(src, filepath.Join(dir, "ci-step"), ownerOf(m)); err != nil {
+			t.Fatal(err)
+		}
+		step := func(checkout string) result {
+			cmd := programAs(m, "sh", filepath.Join(dir, "ci-step", "jail-ci-step.sh"), "--", "true")
+			cmd.Env = append(cmd.Env, "JAIL="+jailBin, "JAIL_CI_WORKSPACE="+checkout, "JAIL_CI_MEMORY=512M", "JAIL_CI_CPUS=1")
+			return runCmd(t, cmd)
+		}
+		if r := step(filepath.Join(dir, "missing")); r.code != 125 || !strings.Contains(r.stderr, "jail-ci-step: "+filepath.Join(dir, "missing")+": ") {
+			t.Errorf("a missing checkout: exit %d, stderr %q; want 125 with the step's reason", r.code, r.stderr)
+		}
+		if m.rootless {
+			return
+		}
+		checkout := filepath.Join(dir, "project")
+		if err := os.MkdirAll(filepath.Join(checkout, "sub"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		stuck := filepath.Join(checkout, "stuck")
+		if err := os.WriteFile(stuck, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command("chattr", "+i", stuck).CombinedOutput(); err != nil {
+			t.Skipf("chattr +i: %v: %s", err, out)
+		}
+		defer exec.Command("chattr", "-i", stuck).Run()
+		if r := step(checkout); r.code != 125 || !strings.Contains(r.stderr, "jail-ci-step: ") {
+			t.Errorf("a checkout that cannot be lent: exit %d, stderr %q; want 125 with the step's reason", r.code, r.stderr)
+		}
+		filepath.Walk(checkout, func(p string, fi os.FileInfo, err error) error {
+			if err == nil && fi.Sys().(*syscall.Stat_t).Uid != 0 {
+				t.Errorf("%s is uid %d's after the step, want root's", p, fi.Sys().(*syscall.Stat_t).Uid)
+			}
+			return nil
+		})
 	})
 }
 

@@ -1,12 +1,15 @@
 package test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/jail-sandbox/jail/api"
 )
 
 func TestRootfsDirectory(t *testing.T) {
@@ -220,6 +223,193 @@ done`
 			}
 			if b, err := os.ReadFile(filepath.Join(ws, "out")); err != nil || string(b) != "made\n" {
 				t.Errorf("%v: the workspace's file on the host: %q, %v", args, b, err)
+			}
+		}
+	})
+}
+
+// TestMountsBelowASharedHostMountStayInTheSandbox: a mount source on a
+// mount the host shares (systemd makes every mount shared) reaches the
+// sandbox as a private mount. As root jail hands the init clones made in
+// the host's mount namespace, which join the host mount's peer group
+// unless made private: then what the init mounts on them (a nested mount,
+// a mask over /etc/shadow) propagated back onto the host and stayed there
+// after the run, and what the host mounted below a source later (here a
+// writable tmpfs) showed up in a sandbox that was given it read-only.
+func TestMountsBelowASharedHostMountStayInTheSandbox(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		shared := filepath.Join(sharedTempDir(t, nil), "shared")
+		if err := os.Mkdir(shared, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Mount("jail-test-shared", shared, "tmpfs", 0, "mode=0755"); err != nil {
+			t.Fatal(err)
+		}
+		// Detached with whatever is below it, before the leak check runs.
+		t.Cleanup(func() { syscall.Unmount(shared, syscall.MNT_DETACH) })
+		if err := syscall.Mount("", shared, "", syscall.MS_SHARED, ""); err != nil {
+			t.Fatal(err)
+		}
+		data, other, etc, ws := filepath.Join(shared, "data"), filepath.Join(shared, "other"), filepath.Join(shared, "etc"), filepath.Join(shared, "ws")
+		for _, dir := range []string{data, filepath.Join(data, "sub"), filepath.Join(data, "late"), other, etc, ws, filepath.Join(ws, "sub")} {
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, p := range []string{ws, filepath.Join(ws, "sub")} {
+			if err := os.Chown(p, rootless.uid, rootless.gid); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(other, "f"), []byte("other\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(etc, "shadow"), []byte("host's\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// Mounts the host has below the shared one, besides itself.
+		below := func() []string {
+			b, err := os.ReadFile("/proc/self/mountinfo")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, line := range strings.Split(string(b), "\n") {
+				if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], shared+"/") {
+					out = append(out, f[4])
+				}
+			}
+			return out
+		}
+		for _, args := range [][]string{
+			{"--mount", data + ":/data", "--mount", other + ":/data/sub"},
+			{"--mount", etc + ":/etc"},
+			{"--workspace", ws, "--mount", other + ":/workspace/sub"},
+		} {
+			run := append(append([]string{"run"}, args...), "--", "true")
+			mustRun(t, m, run...)
+			if left := below(); len(left) > 0 {
+				t.Errorf("jail %v left mounts on the host: %v", run, left)
+				for _, p := range left {
+					syscall.Unmount(p, syscall.MNT_DETACH)
+				}
+			}
+		}
+		if b, err := os.ReadFile(filepath.Join(etc, "shadow")); err != nil || string(b) != "host's\n" {
+			t.Errorf("the host's %s/shadow reads %q, %v", etc, b, err)
+		}
+
+		// A mount the host makes below a source once the sandbox runs is
+		// not the sandbox's.
+		h := newSandboxHost(t, m)
+		h.must("create", "--mount", data+":/data", "s1")
+		late := filepath.Join(data, "late")
+		if err := syscall.Mount("jail-test-late", late, "tmpfs", 0, "mode=1777"); err != nil {
+			t.Fatal(err)
+		}
+		defer syscall.Unmount(late, syscall.MNT_DETACH)
+		out := h.must("exec", "s1", "--", "sh", "-c", "grep -c ' /data/late ' /proc/self/mountinfo; touch /data/late/x 2>/dev/null && echo wrote; true")
+		if out != "0\n" {
+			t.Errorf("the host's later mount below the source reached the sandbox: %q", out)
+		}
+		h.must("rm", "-f", "s1")
+	})
+}
+
+// TestReadOnlyMountsStayReadOnlyInside: a read-only mount source, with a
+// host mount below it, is as read-only inside whichever way the sandbox
+// tries (as root these are clones made in the host's namespace, attached
+// by the init): remounting it, clearing its read-only attribute with
+// mount_setattr, cloning it anew with open_tree, doing so in a nested user
+// namespace, or unmounting the mount below to uncover what it hides.
+func TestReadOnlyMountsStayReadOnlyInside(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		src := filepath.Join(sharedTempDir(t, ownerOf(m)), "src")
+		sub := filepath.Join(src, "sub")
+		if err := os.MkdirAll(sub, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(src, 0o777)
+		os.Chmod(sub, 0o777)
+		if err := os.WriteFile(filepath.Join(sub, "hidden"), []byte("below\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Mount("jail-test-sub", sub, "tmpfs", 0, "mode=0777"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { syscall.Unmount(sub, syscall.MNT_DETACH) })
+		script := `
+mount -o remount,rw,bind /data 2>/dev/null && echo remounted
+mount -o remount,rw,bind /data/sub 2>/dev/null && echo remounted sub
+umount /data/sub 2>/dev/null && echo unmounted sub
+umount -l /data/sub 2>/dev/null && echo detached sub
+unshare -Urm sh -c 'mount -o remount,rw,bind /data; umount -l /data/sub' 2>/dev/null && echo nested
+python3 - <<'PY'
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+class Attr(ctypes.Structure):
+    _fields_ = [("set", ctypes.c_uint64), ("clr", ctypes.c_uint64), ("prop", ctypes.c_uint64), ("userns", ctypes.c_uint64)]
+RDONLY, AT_EMPTY_PATH, AT_RECURSIVE = 1, 0x1000, 0x8000
+a = Attr(0, RDONLY, 0, 0)
+if libc.syscall(442, -100, b"/data", AT_RECURSIVE, ctypes.byref(a), ctypes.sizeof(a)) == 0:
+    print("mount_setattr")
+tree = libc.syscall(428, -100, b"/data", 1 | 0x80000 | AT_RECURSIVE)
+if tree >= 0:
+    print("open_tree")
+    if libc.syscall(442, tree, b"", AT_EMPTY_PATH | AT_RECURSIVE, ctypes.byref(a), ctypes.sizeof(a)) == 0:
+        print("mount_setattr on a clone")
+    if libc.syscall(429, tree, b"", -100, b"/tmp", 4) == 0:
+        print("move_mount")
+PY
+for f in /data/x /data/sub/x /tmp/x; do touch $f 2>/dev/null && echo wrote $f; done
+cat /data/sub/hidden 2>/dev/null
+true`
+		out := mustRun(t, m, "run", "--mount", src+":/data", "--", "sh", "-c", script)
+		if out != "wrote /tmp/x\n" {
+			t.Errorf("the sandbox changed its read-only mount: %q", out)
+		}
+		for _, p := range []string{filepath.Join(src, "x"), filepath.Join(sub, "x")} {
+			if _, err := os.Lstat(p); err == nil {
+				t.Errorf("%s was made on the host", p)
+			}
+		}
+	})
+}
+
+// TestManyMountsStart: a sandbox with as many mounts as jail takes (the
+// workspace and 63 more) starts, from the CLI and from jail serve (whose
+// pool's forker starts it). As root every mount source is a descriptor
+// handed to the init; the child's descriptor setup (ForkExec's) moved
+// descriptors onto the numbers just above the highest one handed over,
+// where the init's program descriptor was: from 25 mounts on, the init
+// could not be started ("start /proc/self/fd/58: permission denied": the
+// error pipe had been put in the program's place), where before only
+// writable mounts were descriptors.
+func TestManyMountsStart(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		dir := sharedTempDir(t, rootless)
+		src, ws := filepath.Join(dir, "src"), filepath.Join(dir, "ws")
+		for _, d := range []string{src, ws} {
+			if err := os.Mkdir(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			os.Chown(d, rootless.uid, rootless.gid)
+		}
+		for _, n := range []int{25, 63} {
+			var mounts []string
+			args := []string{"run", "--workspace", ws}
+			for i := 0; i < n; i++ {
+				mounts = append(mounts, fmt.Sprintf("%s:/m/%d", src, i))
+				args = append(args, "--mount", mounts[i])
+			}
+			script := "ls /m | wc -l; touch /workspace/ok"
+			if out := mustRun(t, m, append(args, "--", "sh", "-c", script)...); strings.TrimSpace(out) != strconv.Itoa(n) {
+				t.Errorf("%d mounts: the sandbox saw %q", n, out)
+			}
+			srv := startServeWith(t, m, nil)
+			res, err := srv.client.Run(t.Context(), api.RunRequest{Cmd: "sh", Args: []string{"-c", script}, Workspace: ws, Mounts: mounts})
+			if err != nil || res.ExitCode != 0 || strings.TrimSpace(res.Stdout) != strconv.Itoa(n) {
+				t.Errorf("%d mounts through jail serve: %+v, %v", n, res, err)
 			}
 		}
 	})

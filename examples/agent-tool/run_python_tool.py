@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import os
 import re
@@ -84,9 +85,13 @@ class PythonSandboxTool:
     ) -> None:
         self._client = client
         # A sandbox name: letters, digits, '-', '_' and '.', at most 64.
-        safe = re.sub(r"[^A-Za-z0-9_.-]", "-", conversation_id)[:48]
+        # The readable part alone could name two conversations' sandboxes
+        # alike ("a/b" and "a-b", ids cut alike), and the second would be
+        # handed the first's (reuse): the id's hash keeps them apart.
+        safe = re.sub(r"[^A-Za-z0-9_.-]", "-", conversation_id)[:40]
+        digest = hashlib.sha256(conversation_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
         self._spec = SandboxSpec(
-            name=f"agent-{safe}",
+            name=f"agent-{safe}-{digest}",
             image=image,
             memory_mib=memory_mib,
             egress=tuple(egress),

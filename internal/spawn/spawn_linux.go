@@ -20,6 +20,8 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -48,11 +50,53 @@ func Start(path string, args, env []string, files []*os.File, attr *syscall.SysP
 		}
 		fds[i] = f.Fd()
 	}
-	pid, err := syscall.ForkExec(path, args, &syscall.ProcAttr{Env: env, Files: fds, Sys: attr})
+	exe, moved, err := clearOfSetup(path, fds)
+	if err != nil {
+		return 0, fmt.Errorf("start %s: %w", path, err)
+	}
+	if moved >= 0 {
+		defer unix.Close(moved)
+	}
+	pid, err := syscall.ForkExec(exe, args, &syscall.ProcAttr{Env: env, Files: fds, Sys: attr})
 	if err != nil {
 		return 0, fmt.Errorf("start %s: %w", path, err)
 	}
 	return pid, nil
+}
+
+// clearOfSetup returns what to execute for path in a child given fds: path
+// itself, unless path is a descriptor of this process (/proc/self/fd/N, a
+// program run from its descriptor) that the child's descriptor setup
+// writes over before the exec; then the path of a close-on-exec copy of N
+// above all that setup writes, and that copy, for the caller to close
+// once the child has started (-1: none made). ForkExec's child puts fds[i]
+// on i (0..len-1), having first moved its error pipe, then each fds[i]
+// below i, onto the numbers just above the highest of len(fds) and fds:
+// a program's descriptor there (as a plan's many files, each a mount
+// source, put it) was the pipe or another file by the exec.
+func clearOfSetup(path string, fds []uintptr) (string, int, error) {
+	rest, ok := strings.CutPrefix(path, "/proc/self/fd/")
+	if !ok {
+		return path, -1, nil
+	}
+	n, err := strconv.Atoi(rest)
+	if err != nil || n < 0 {
+		return path, -1, nil
+	}
+	top := len(fds)
+	for _, fd := range fds {
+		top = max(top, int(fd))
+	}
+	// The pipe, a number skipped for it, and at most one per descriptor.
+	last := top + 2 + len(fds)
+	if n >= len(fds) && (n <= top || n > last) {
+		return path, -1, nil
+	}
+	moved, err := unix.FcntlInt(uintptr(n), unix.F_DUPFD_CLOEXEC, last+1)
+	if err != nil {
+		return "", -1, fmt.Errorf("move program descriptor: %w", err)
+	}
+	return "/proc/self/fd/" + strconv.Itoa(moved), moved, nil
 }
 
 // Signal sends sig to the process pidfd refers to, which can never be

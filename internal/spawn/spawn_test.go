@@ -125,3 +125,72 @@ func TestStartAsOwnsTheNamespace(t *testing.T) {
 
 // nsGetOwnerUID is NS_GET_OWNER_UID (linux/nsfs.h).
 const nsGetOwnerUID = 0xb704
+
+// TestStartFromADescriptorInTheSetupsWay: a program run from its
+// descriptor (/proc/self/fd/N) starts whatever the numbers of the files
+// handed over, including where the child's descriptor setup writes before
+// the exec: just above the highest of them (its error pipe first), and
+// below their count.
+func TestStartFromADescriptorInTheSetupsWay(t *testing.T) {
+	const program = "/bin/true"
+	for _, c := range []struct {
+		name     string
+		prog     int // the program's descriptor
+		highest  int // the highest file's, 0: none besides stdio
+		nfiles   int
+		wantSame bool // path is used as it is
+	}{
+		{"just above the highest file (the pipe's place)", 200, 199, 4, false},
+		{"among the moved ones", 203, 199, 4, false},
+		{"below the files' count", 5, 0, 8, false},
+		{"well above", 300, 199, 4, true},
+		{"between the count and the highest", 150, 199, 4, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f, err := os.Open(program)
+			if err != nil {
+				t.Skip(err)
+			}
+			defer f.Close()
+			if err := unix.Dup3(int(f.Fd()), c.prog, unix.O_CLOEXEC); err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(c.prog)
+			files := make([]*os.File, c.nfiles)
+			null, err := os.Open(os.DevNull)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer null.Close()
+			for i := 3; i < c.nfiles; i++ {
+				files[i] = null
+			}
+			if c.highest > 0 {
+				if err := unix.Dup3(int(null.Fd()), c.highest, unix.O_CLOEXEC); err != nil {
+					t.Fatal(err)
+				}
+				defer unix.Close(c.highest)
+				files[c.nfiles-1] = os.NewFile(uintptr(c.highest), "highest")
+			}
+			path := fmt.Sprintf("/proc/self/fd/%d", c.prog)
+			fds := make([]uintptr, len(files))
+			for i, f := range files {
+				if f != nil {
+					fds[i] = f.Fd()
+				}
+			}
+			if got, moved, err := clearOfSetup(path, fds); err != nil || (got == path) != c.wantSame {
+				t.Errorf("clearOfSetup(%s) = %s, %d, %v", path, got, moved, err)
+			} else if moved >= 0 {
+				unix.Close(moved)
+			}
+			pid, err := Start(path, []string{"true"}, nil, files, &syscall.SysProcAttr{})
+			if err != nil {
+				t.Fatalf("start: %v", err)
+			}
+			if _, err := Wait(pid); err != nil {
+				t.Errorf("the program: %v", err)
+			}
+		})
+	}
+}
