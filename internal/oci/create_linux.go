@@ -32,6 +32,15 @@ type Runtime struct {
 	// make none and the bundle asks for no resources.
 	Rootless string
 	Log      *Logger
+	// role, when set, is what create starts in place of the helper's
+	// container role (the tests' stand-in).
+	role *roleCommand
+}
+
+// roleCommand is a program to start as the container's role.
+type roleCommand struct {
+	path string
+	args []string
 }
 
 func (rt *Runtime) rootless() bool {
@@ -202,24 +211,27 @@ func emptyResources(r *specs.LinuxResources) bool {
 // command's stdio (the container's, without a terminal) and the control
 // socket on fd 3, in an empty environment.
 func (cr *creation) startRole() (*control.Conn, error) {
-	prog, err := programs.Open(programs.Helper)
-	if err != nil {
-		return nil, fmt.Errorf("start: %w", err)
+	role := cr.rt.role
+	if role == nil {
+		prog, err := programs.Open(programs.Helper)
+		if err != nil {
+			return nil, fmt.Errorf("start: %w", err)
+		}
+		defer prog.Close()
+		path, err := prog.PathFor(1)
+		if err != nil {
+			return nil, fmt.Errorf("start: %w", err)
+		}
+		role = &roleCommand{path: path, args: []string{RoleArg}}
 	}
-	defer prog.Close()
 	conn, roleEnd, err := control.Pair()
 	if err != nil {
 		return nil, fmt.Errorf("start: %w", err)
 	}
 	defer roleEnd.Close()
-	path, err := prog.PathFor(1)
-	if err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("start: %w", err)
-	}
 	pidfd := -1
 	attr := &syscall.SysProcAttr{PidFD: &pidfd}
-	pid, err := spawn.Start(path, []string{RoleArg}, []string{}, []*os.File{os.Stdin, os.Stdout, os.Stderr, roleEnd}, attr)
+	pid, err := spawn.Start(role.path, role.args, []string{}, []*os.File{os.Stdin, os.Stdout, os.Stderr, roleEnd}, attr)
 	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("start: %w", err)

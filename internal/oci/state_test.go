@@ -252,3 +252,110 @@ func TestCgroupPath(t *testing.T) {
 		}
 	}
 }
+
+// TestAReusedPidIsNeverSignalled: a state whose pid is now another
+// process's (its start time differs) reads as stopped, and kill does not
+// reach that process.
+func TestAReusedPidIsNeverSignalled(t *testing.T) {
+	root := t.TempDir()
+	s, err := OpenStore(root, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Create("box")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := exec.Command("sleep", "1000")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer other.Wait()
+	defer other.Process.Kill()
+	st, err := readProcStat(other.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WriteState(&State{ID: "box", Pid: other.Process.Pid, StartTime: st.StartTime - 1}); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	s.Close()
+	rt := &Runtime{Root: root, Log: &Logger{}}
+	if got, err := rt.StateOf("box"); err != nil || got.Status != "stopped" || got.Pid != 0 {
+		t.Errorf("state %+v %v", got, err)
+	}
+	if err := rt.Kill("box", syscall.SIGKILL, false); err == nil || err.Error() != "container not running" {
+		t.Errorf("kill: %v", err)
+	}
+	if err := rt.Delete("box", false); err != nil {
+		t.Errorf("delete: %v", err)
+	}
+	if err := other.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("the other process was signalled: %v", err)
+	}
+}
+
+// TestAStateDirectoryThatIsALinkIsRefused: an ID whose entry in the root
+// is a symbolic link (to another container's, or anywhere) is not
+// followed.
+func TestAStateDirectoryThatIsALinkIsRefused(t *testing.T) {
+	root := t.TempDir()
+	elsewhere := t.TempDir()
+	if err := os.WriteFile(filepath.Join(elsewhere, stateFile), []byte(`{"id":"evil","pid":1}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, filepath.Join(root, "evil")); err != nil {
+		t.Fatal(err)
+	}
+	rt := &Runtime{Root: root, Log: &Logger{}}
+	if _, err := rt.StateOf("evil"); err == nil {
+		t.Error("followed")
+	}
+	if err := rt.Kill("evil", syscall.SIGCONT, false); err == nil {
+		t.Error("kill followed the link")
+	}
+	if err := rt.Delete("evil", true); err == nil {
+		t.Error("delete --force followed the link")
+	}
+	if _, err := os.Stat(filepath.Join(elsewhere, stateFile)); err != nil {
+		t.Errorf("the link's target was changed: %v", err)
+	}
+}
+
+// TestAnExecFifoReplacedIsNotOpened: start opens exec.fifo only if it is
+// a FIFO, never through a link.
+func TestAnExecFifoReplacedIsNotOpened(t *testing.T) {
+	s, err := OpenStore(t.TempDir(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, err := s.Create("box")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	target := filepath.Join(t.TempDir(), "fifo")
+	if err := unix.Mkfifo(target, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(c.Path(), fifoFile)); err != nil {
+		t.Fatal(err)
+	}
+	if c.HasFifo() {
+		t.Error("a link is taken for the FIFO")
+	}
+	if f, err := c.OpenFifo(); err == nil {
+		f.Close()
+		t.Error("opened through a link")
+	}
+	os.Remove(filepath.Join(c.Path(), fifoFile))
+	if err := os.WriteFile(filepath.Join(c.Path(), fifoFile), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := c.OpenFifo(); err == nil {
+		f.Close()
+		t.Error("opened a regular file")
+	}
+}
