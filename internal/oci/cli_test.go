@@ -91,7 +91,9 @@ func TestCLICreateRefusesABadBundleAndChangesNothing(t *testing.T) {
 		want   string
 	}{
 		{func(s *specs.Spec) { s.Mounts = []specs.Mount{{Destination: "tmp", Type: "tmpfs", Source: "tmpfs"}} }, `mounts[0].destination "tmp" is not an absolute path`},
-		{func(s *specs.Spec) { s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: "pid"}) }, `"pid" is listed twice`},
+		{func(s *specs.Spec) {
+			s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: "pid"})
+		}, `"pid" is listed twice`},
 		{func(s *specs.Spec) { s.Linux.UIDMappings = []specs.LinuxIDMapping{{Size: 1}} }, "need a user namespace"},
 		{func(s *specs.Spec) { s.Process.Terminal = true }, "process.terminal needs --console-socket"},
 		{func(s *specs.Spec) { s.Linux.CgroupsPath = "system.slice:x:y" }, "pass --systemd-cgroup"},

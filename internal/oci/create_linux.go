@@ -60,8 +60,10 @@ type CreateOptions struct {
 	PidFile       string
 	ConsoleSocket string
 	// NoPivot and NoNewKeyring are accepted: jail always pivots (a
-	// container whose root cannot be pivoted to fails), and never makes
-	// a session keyring.
+	// container whose root cannot be pivoted to fails; --no-pivot is
+	// warned about), and the role is to give the container a session
+	// keyring of its own whatever --no-new-keyring says (jail's init
+	// does): both are the stricter choice.
 	NoPivot, NoNewKeyring bool
 	PreserveFDs           int
 }
@@ -134,6 +136,9 @@ func (cr *creation) run(b *Bundle, o CreateOptions, cgPath string) error {
 		return err
 	}
 	defer p.Close()
+	if o.NoPivot {
+		p.Warnings = append(p.Warnings, "--no-pivot is ignored: jail always pivots to the root")
+	}
 	for _, w := range p.Warnings {
 		rt.Log.Warn(w)
 	}

@@ -111,6 +111,9 @@ func Translate(b *Bundle, opts TranslateOptions) (*Prepared, error) {
 			return nil, err
 		}
 	}
+	if spec.Process.ConsoleSize != nil {
+		p.Warnings = append(p.Warnings, "process.consoleSize is not applied: the console socket's reader sizes the terminal")
+	}
 	process, warnings := translateProcess(spec.Process, lastCap)
 	c.Process = process
 	p.Warnings = append(p.Warnings, warnings...)

@@ -20,10 +20,10 @@ func baseSpec() *specs.Spec {
 	}
 }
 
-func i64(v int64) *int64 { return &v }
+func i64(v int64) *int64   { return &v }
 func u64(v uint64) *uint64 { return &v }
 func u32(v uint32) *uint32 { return &v }
-func intp(v int) *int { return &v }
+func intp(v int) *int      { return &v }
 
 func withNamespaces(s *specs.Spec, ns ...specs.LinuxNamespace) {
 	s.Linux.Namespaces = ns
@@ -58,7 +58,9 @@ func TestValidateRefusesWhatJailCannotDoOrIsMalformed(t *testing.T) {
 		{"rlimit twice", func(s *specs.Spec) {
 			s.Process.Rlimits = []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Soft: 1, Hard: 1}, {Type: "RLIMIT_NOFILE", Soft: 1, Hard: 1}}
 		}, "RLIMIT_NOFILE is given twice"},
-		{"rlimit soft above hard", func(s *specs.Spec) { s.Process.Rlimits = []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Soft: 2, Hard: 1}} }, "soft limit 2 above hard limit 1"},
+		{"rlimit soft above hard", func(s *specs.Spec) {
+			s.Process.Rlimits = []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Soft: 2, Hard: 1}}
+		}, "soft limit 2 above hard limit 1"},
 		{"oomScoreAdj out of range", func(s *specs.Spec) { s.Process.OOMScoreAdj = intp(1001) }, "outside -1000..1000"},
 		{"malformed capability", func(s *specs.Spec) {
 			s.Process.Capabilities = &specs.LinuxCapabilities{Bounding: []string{"sys_admin"}}
@@ -67,14 +69,18 @@ func TestValidateRefusesWhatJailCannotDoOrIsMalformed(t *testing.T) {
 			s.Process.Capabilities = &specs.LinuxCapabilities{Bounding: []string{"CAP_FROM_THE_FUTURE"}}
 		}, ""},
 		{"no linux section", func(s *specs.Spec) { s.Linux = nil }, "linux must be set"},
-		{"unknown namespace", func(s *specs.Spec) { withNamespaces(s, specs.LinuxNamespace{Type: "mount"}, specs.LinuxNamespace{Type: "foo"}) }, `unknown type "foo"`},
+		{"unknown namespace", func(s *specs.Spec) {
+			withNamespaces(s, specs.LinuxNamespace{Type: "mount"}, specs.LinuxNamespace{Type: "foo"})
+		}, `unknown type "foo"`},
 		{"namespace twice", func(s *specs.Spec) {
 			withNamespaces(s, specs.LinuxNamespace{Type: "mount"}, specs.LinuxNamespace{Type: "pid"}, specs.LinuxNamespace{Type: "pid"})
 		}, `"pid" is listed twice`},
 		{"relative namespace path", func(s *specs.Spec) {
 			withNamespaces(s, specs.LinuxNamespace{Type: "mount"}, specs.LinuxNamespace{Type: "network", Path: "ns/net"})
 		}, "is not an absolute path"},
-		{"time namespace", func(s *specs.Spec) { withNamespaces(s, specs.LinuxNamespace{Type: "mount"}, specs.LinuxNamespace{Type: "time"}) }, "time namespaces are not supported"},
+		{"time namespace", func(s *specs.Spec) {
+			withNamespaces(s, specs.LinuxNamespace{Type: "mount"}, specs.LinuxNamespace{Type: "time"})
+		}, "time namespaces are not supported"},
 		{"no mount namespace", func(s *specs.Spec) { withNamespaces(s, specs.LinuxNamespace{Type: "pid"}) }, "a new mount namespace is required"},
 		{"mount namespace joined", func(s *specs.Spec) { withNamespaces(s, specs.LinuxNamespace{Type: "mount", Path: "/proc/1/ns/mnt"}) }, "joining a mount namespace by path is not supported"},
 		{"maps without a user namespace", func(s *specs.Spec) {
@@ -197,7 +203,9 @@ func TestValidateRefusesWhatJailCannotDoOrIsMalformed(t *testing.T) {
 			s.Hooks = &specs.Hooks{CreateContainer: []specs.Hook{{Path: "/bin/true"}}}
 		}, "hooks.createContainer and hooks.startContainer are not supported yet"},
 		{"relative hook", func(s *specs.Spec) { s.Hooks = &specs.Hooks{Prestart: []specs.Hook{{Path: "true"}}} }, "hooks.prestart[0].path"},
-		{"hook timeout 0", func(s *specs.Spec) { s.Hooks = &specs.Hooks{Poststop: []specs.Hook{{Path: "/bin/true", Timeout: intp(0)}}} }, "timeout must be positive"},
+		{"hook timeout 0", func(s *specs.Spec) {
+			s.Hooks = &specs.Hooks{Poststop: []specs.Hook{{Path: "/bin/true", Timeout: intp(0)}}}
+		}, "timeout must be positive"},
 		{"hooks", func(s *specs.Spec) {
 			s.Hooks = &specs.Hooks{Prestart: []specs.Hook{{Path: "/bin/true", Timeout: intp(5)}}, Poststop: []specs.Hook{{Path: "/bin/true"}}}
 		}, ""},
