@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/jail-sandbox/jail/internal/config"
+	"github.com/jail-sandbox/jail/internal/programs"
 	"github.com/jail-sandbox/jail/seccomp/filter"
 )
 
@@ -346,5 +347,24 @@ func TestLoadBundleBounds(t *testing.T) {
 	s, err := DecodeConfig([]byte(`{"ociVersion": "1.2.1", "someday": {"x": 1}, "process": {"cwd": "/", "args": ["a"], "user": {"uid": 0, "gid": 0}}}`))
 	if err != nil || s.Process.Args[0] != "a" {
 		t.Errorf("unknown properties: %v", err)
+	}
+}
+
+// TestCompileSeccompInTools: the tools program compiles a bundle's policy
+// and returns its refusal as one message.
+func TestCompileSeccompInTools(t *testing.T) {
+	f, err := CompileSeccompInTools(&specs.LinuxSeccomp{
+		DefaultAction: specs.ActErrno,
+		Syscalls:      []specs.LinuxSyscall{{Names: []string{"read", "write", "exit_group"}, Action: specs.ActAllow}},
+	})
+	if errors.Is(err, programs.ErrNotBuilt) {
+		t.Skip("no tools program in this build (go generate ./internal/programs)")
+	}
+	if err != nil || !f.Valid() {
+		t.Fatalf("%v", err)
+	}
+	_, err = CompileSeccompInTools(&specs.LinuxSeccomp{DefaultAction: specs.ActAllow, Architectures: []specs.Arch{"SCMP_ARCH_VAX"}})
+	if err == nil || !strings.HasPrefix(err.Error(), "seccomp: architecture SCMP_ARCH_VAX") {
+		t.Errorf("refusal: %v", err)
 	}
 }
