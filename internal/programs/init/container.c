@@ -236,7 +236,16 @@ static int mask_path(int root, const char *path, struct failure *f)
 	if (err == 0 && S_ISDIR(st.st_mode)) {
 		err = mount_at("tmpfs", target, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=0,mode=0555");
 	} else if (err == 0) {
+		/* The container's /dev/null, which must be that device: one the
+		 * root's owner swapped for a link to a file of the kernel's
+		 * would be bound in its place (CVE-2025-31133). */
 		int null = open_in_root(root, "/dev/null");
+		struct stat ns;
+		if (null >= 0 && (fstat(null, &ns) != 0 || !S_ISCHR(ns.st_mode) || major(ns.st_rdev) != 1 || minor(ns.st_rdev) != 3)) {
+			close(null);
+			close(target);
+			return fail(f, step, "/dev/null in the container is not the character device 1:3");
+		}
 		const char *what = "";
 		err = null < 0 ? -1 : clone_mount(null, target, MOUNT_ATTR_RDONLY, false, &what);
 		if (null >= 0)
@@ -276,9 +285,17 @@ static int write_sysctls(const struct container *c, struct failure *f)
 		for (char *p = path + strlen("/proc/sys/"); *p != '\0'; p++)
 			if (*p == '.')
 				*p = '/';
-		int fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+		/* Resolved in the container's root, and only procfs's own files:
+		 * the root's owner cannot lead the write elsewhere. */
+		struct open_how how = {.flags = O_WRONLY | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+		int fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
 		if (fd < 0)
 			return fail_errno(f, step, NULL);
+		struct statfs sf;
+		if (fstatfs(fd, &sf) != 0 || sf.f_type != 0x9fa0 /* PROC_SUPER_MAGIC */) {
+			close(fd);
+			return fail(f, step, "%s is not procfs's", path);
+		}
 		int err = write_all(fd, (const unsigned char *)c->sysctl[i].value, strlen(c->sysctl[i].value));
 		int saved = errno;
 		close(fd);
@@ -494,6 +511,14 @@ static _Noreturn void container_init(const struct container *c, int go, bool in_
 		fprintf(stderr, "jail: oci: open exec fifo: %s\n", strerror(errno));
 		_exit(1);
 	}
+	/* Through the container's /proc: it must be the FIFO it was given,
+	 * not something the root's owner put at that path. */
+	struct stat want, got;
+	if (fstat(c->exec_fifo_fd, &want) != 0 || fstat(fd, &got) != 0 || !S_ISFIFO(got.st_mode) ||
+	    want.st_dev != got.st_dev || want.st_ino != got.st_ino) {
+		fputs("jail: oci: the exec fifo opened through the container's /proc is not the state directory's\n", stderr);
+		_exit(1);
+	}
 	if (write(fd, "0", 1) != 1)
 		_exit(1);
 	close(fd);
@@ -514,6 +539,10 @@ static int container_main(void)
 		return 1;
 	prctl(PR_SET_NAME, "jail-container", 0, 0, 0);
 	leave_signals_to_kernel();
+	/* Not reachable through /proc or ptrace while it holds host objects;
+	 * the exec of the container's process sets what its own ids say. */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+		return 1;
 	/* Until it forks the container's init, the role ends with jail oci
 	 * create. */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
@@ -596,6 +625,8 @@ static int enter_main(void)
 		return 1;
 	prctl(PR_SET_NAME, "jail-enter", 0, 0, 0);
 	leave_signals_to_kernel();
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+		return 1;
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
 		return 1;
 	struct message msg;
