@@ -147,7 +147,7 @@ func (cr *creation) run(b *Bundle, o CreateOptions, cgPath string) error {
 		return err
 	}
 	p.Container.ExecFifoFD = p.Attach(fifo)
-	if err := cr.makeCgroup(cgPath, spec.Linux.Resources); err != nil {
+	if err := cr.makeCgroup(cgPath, withDeviceDefaults(spec.Linux.Resources, spec.Linux.Devices)); err != nil {
 		return err
 	}
 	// The role's child, the container's process, is this process's once
@@ -207,6 +207,38 @@ func (cr *creation) makeCgroup(path string, r *specs.LinuxResources) error {
 	}
 	return err
 }
+
+// withDeviceDefaults is r with, after the bundle's device rules (when it
+// has any), an allow rule for every device the container is given (the
+// default ones and linux.devices) and its terminals (/dev/ptmx and
+// /dev/pts/*), as runc appends them: a bundle that denies all, as
+// containerd's do, still gets the devices it lists.
+func withDeviceDefaults(r *specs.LinuxResources, devices []specs.LinuxDevice) *specs.LinuxResources {
+	if r == nil || len(r.Devices) == 0 {
+		return r
+	}
+	out := *r
+	out.Devices = append([]specs.LinuxDeviceCgroup(nil), r.Devices...)
+	allow := func(typ string, major, minor int64) {
+		out.Devices = append(out.Devices, specs.LinuxDeviceCgroup{Allow: true, Type: typ, Major: &major, Minor: &minor, Access: "rwm"})
+	}
+	for _, d := range defaultDevices() {
+		allow(d.Type, d.Major, d.Minor)
+	}
+	for _, d := range devices {
+		switch d.Type {
+		case "c", "u": // u: unbuffered, a character device to the kernel
+			allow("c", d.Major, d.Minor)
+		case "b":
+			allow("b", d.Major, d.Minor)
+		}
+	}
+	allow("c", 5, 2)                                                                                                          // /dev/ptmx
+	out.Devices = append(out.Devices, specs.LinuxDeviceCgroup{Allow: true, Type: "c", Major: ptr(int64(136)), Access: "rwm"}) // /dev/pts/*
+	return &out
+}
+
+func ptr[T any](v T) *T { return &v }
 
 func emptyResources(r *specs.LinuxResources) bool {
 	return r == nil || r.Memory == nil && r.CPU == nil && r.Pids == nil && len(r.HugepageLimits) == 0 && len(r.Devices) == 0

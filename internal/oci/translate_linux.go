@@ -89,6 +89,14 @@ func Translate(b *Bundle, opts TranslateOptions) (*Prepared, error) {
 		if err != nil {
 			return nil, fmt.Errorf("oci: mounts[%d] (%s): %w", i, m.Destination, err)
 		}
+		if cm.Type == "cgroup" {
+			expanded, err := expandCgroupMount(cm)
+			if err != nil {
+				return nil, fmt.Errorf("oci: mounts[%d] (%s): %w", i, m.Destination, err)
+			}
+			c.Mounts = append(c.Mounts, expanded...)
+			continue
+		}
 		c.Mounts = append(c.Mounts, cm)
 	}
 	c.SetHostname = ns.isNew("uts")
@@ -253,10 +261,34 @@ func translateMount(b *Bundle, m specs.Mount) (config.ContainerMount, error) {
 	return out, nil
 }
 
+// defaultDevices are the devices the runtime spec says every container
+// has (config-linux.md, "Default Devices"), unless the bundle lists the
+// path itself; /dev/ptmx is the role's link to pts/ptmx.
+func defaultDevices() []config.Device {
+	return []config.Device{
+		{Path: "/dev/null", Type: "c", Major: 1, Minor: 3, Mode: 0o666},
+		{Path: "/dev/zero", Type: "c", Major: 1, Minor: 5, Mode: 0o666},
+		{Path: "/dev/full", Type: "c", Major: 1, Minor: 7, Mode: 0o666},
+		{Path: "/dev/random", Type: "c", Major: 1, Minor: 8, Mode: 0o666},
+		{Path: "/dev/urandom", Type: "c", Major: 1, Minor: 9, Mode: 0o666},
+		{Path: "/dev/tty", Type: "c", Major: 5, Minor: 0, Mode: 0o666},
+	}
+}
+
 // translateDevices: type u is c (unbuffered is all the kernel has); the
-// mode defaults to 0666 and the owner to root, as runc.
+// mode defaults to 0666 and the owner to root, as runc. The default
+// devices come first, but for those the bundle lists.
 func translateDevices(devices []specs.LinuxDevice) []config.Device {
 	var out []config.Device
+	listed := map[string]bool{}
+	for _, d := range devices {
+		listed[filepath.Clean(d.Path)] = true
+	}
+	for _, d := range defaultDevices() {
+		if !listed[d.Path] {
+			out = append(out, d)
+		}
+	}
 	for _, d := range devices {
 		dev := config.Device{Path: filepath.Clean(d.Path), Type: d.Type, Major: d.Major, Minor: d.Minor, Mode: 0o666}
 		if dev.Type == "u" {

@@ -382,9 +382,12 @@ static int container_caps(const struct container_process *p, struct failure *f)
 		return fail_errno(f, "capabilities", "capset");
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0)
 		return fail_errno(f, "capabilities", "ambient set");
+	/* An ambient capability needs to be permitted and inheritable too;
+	 * one that is not is left out, as runc leaves it (with a warning),
+	 * since bundles commonly ask for ambient ones alone. */
 	for (int c = 0; c <= last && c < 64; c++)
-		if ((p->ambient & ((uint64_t)1 << c)) != 0 && prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, c, 0, 0) != 0)
-			return fail_errno(f, "capabilities", "ambient raise");
+		if ((p->ambient & ((uint64_t)1 << c)) != 0)
+			(void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, c, 0, 0);
 	return 0;
 }
 
