@@ -24,8 +24,11 @@
 // below it and the suite's test cgroups at a hierarchy's root
 // ("cgrouptest", "testdir") where they appeared while the program ran,
 // unmounts what is mounted below the scratch directory and removes that;
-// whatever it found is reported. It removes nothing else. At the start it
-// warns of root test cgroups already there: it will not touch them.
+// whatever it found is reported. It removes nothing else: root test
+// cgroups already there at the start are named in a warning and left alone.
+//
+// Exit status: 0 when every program passed, 3 when one failed, 1 when the
+// harness could not run the suite, 2 for bad flags.
 package main
 
 import (
@@ -79,6 +82,11 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// A closed stdout or stderr (a pipe's reader gone) must not kill the
+	// harness before it has cleaned up: with SIGPIPE notified, such a
+	// write fails with EPIPE instead. Unlike ignoring it, this leaves the
+	// signal's default action to the runtimes it starts.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	failed, err := run(ctx, o)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "ocisuite: %v\n", err)
@@ -203,7 +211,14 @@ func run(ctx context.Context, o options) (failed bool, err error) {
 		return false, err
 	}
 
-	r := &runner{suite: s, jar: jar, tmpRoot: tmpRoot, timeout: o.timeout, self: self}
+	r := &runner{suite: s, jar: jar, tmpRoot: tmpRoot, timeout: o.timeout, self: self, noList: map[string]bool{}}
+	// Whatever the last command through the wrapper left goes before the
+	// jar's cgroups do (removing a cgroup with a task in it fails).
+	defer func() {
+		for _, left := range jar.sweep(jar.existing()) {
+			fmt.Fprintf(os.Stderr, "ocisuite: left at the end, removed: %s\n", left)
+		}
+	}()
 	rep := report{
 		Suite:   suiteModule + "@" + o.version,
 		Machine: machine(),
@@ -212,9 +227,7 @@ func run(ctx context.Context, o options) (failed bool, err error) {
 		Results: map[string][]testResult{},
 	}
 	for _, rt := range o.runtimes {
-		if v, err := output(ctx, "", nil, rt.Path, "--version"); err == nil {
-			rt.Version, _, _ = strings.Cut(strings.TrimSpace(v), "\n")
-		}
+		rt.Version = r.version(ctx, rt)
 		rep.Runtimes = append(rep.Runtimes, rt)
 		start := time.Now()
 		for _, test := range tests {

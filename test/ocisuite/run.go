@@ -51,7 +51,15 @@ type runner struct {
 	tmpRoot string // the run's scratch directory; each program gets its own below
 	timeout time.Duration
 	self    string // this executable, started as the wrapper
+	// noList names the runtimes whose "list -q" failed once: not asked
+	// again (a runtime need not have it, and one that hangs costs
+	// auxTimeout a call).
+	noList map[string]bool
 }
+
+// auxTimeout bounds each command the harness itself gives a runtime
+// (--version, list, delete --force): a hanging runtime must not hang it.
+const auxTimeout = 30 * time.Second
 
 // maxStderr bounds the standard error kept per program.
 const maxStderr = 16 * 1024
@@ -170,6 +178,7 @@ func judge(res testResult, runErr, ctxErr error, timeout time.Duration) (bool, s
 // wrapped is a command started through the wrapper, inside the jar.
 func (r *runner) wrapped(ctx context.Context, rt ociRuntime, path string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, r.self, append([]string{path}, args...)...)
+	cmd.WaitDelay = 5 * time.Second
 	cmd.Env = append(os.Environ(), childEnvProcs+"="+r.jar.procsFiles())
 	if rt.HideUnified {
 		cmd.Env = append(cmd.Env, childEnvHide+"=1")
@@ -180,9 +189,14 @@ func (r *runner) wrapped(ctx context.Context, rt ociRuntime, path string, args .
 // containers lists the runtime's containers ("list -q"); nil when the
 // runtime has no list command, which a runtime need not have.
 func (r *runner) containers(ctx context.Context, rt ociRuntime) map[string]bool {
-	cmd := r.wrapped(ctx, rt, rt.Path, "list", "-q")
-	out, err := cmd.Output()
+	if r.noList[rt.Name] {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, auxTimeout)
+	defer cancel()
+	out, err := r.wrapped(ctx, rt, rt.Path, "list", "-q").Output()
 	if err != nil {
+		r.noList[rt.Name] = true
 		return nil
 	}
 	ids := map[string]bool{}
@@ -190,6 +204,18 @@ func (r *runner) containers(ctx context.Context, rt ociRuntime) map[string]bool 
 		ids[id] = true
 	}
 	return ids
+}
+
+// version is the first line of the runtime's --version, or "".
+func (r *runner) version(ctx context.Context, rt ociRuntime) string {
+	ctx, cancel := context.WithTimeout(ctx, auxTimeout)
+	defer cancel()
+	out, err := r.wrapped(ctx, rt, rt.Path, "--version").Output()
+	if err != nil {
+		return ""
+	}
+	first, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	return first
 }
 
 // removeContainers force-deletes the containers a program left.
@@ -203,7 +229,7 @@ func (r *runner) removeContainers(ctx context.Context, rt ociRuntime, before map
 			continue
 		}
 		left = append(left, "container "+id)
-		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		cctx, cancel := context.WithTimeout(ctx, auxTimeout)
 		if out, err := r.wrapped(cctx, rt, rt.Path, "delete", "--force", id).CombinedOutput(); err != nil {
 			left = append(left, fmt.Sprintf("delete --force %s: %v: %s", id, err, strings.TrimSpace(string(out))))
 		}
