@@ -8,7 +8,9 @@ import (
 
 // CgroupPath returns the container's cgroup path below each hierarchy's
 // root from linux.cgroupsPath: in cgroupfs's form an absolute path ("" is
-// /jail-oci/ID); with --systemd-cgroup, systemd's "slice:prefix:name",
+// /jail-oci/ID, and a relative path is below /jail-oci: the spec leaves
+// where to the runtime, and jail never goes below the cgroup it runs in,
+// which may be the machine's own); with --systemd-cgroup, systemd's "slice:prefix:name",
 // mapped to the path systemd would give that unit (jail makes the
 // directories itself; it calls no systemd).
 func CgroupPath(cgroupsPath, id string, systemd bool) (string, error) {
@@ -29,7 +31,10 @@ func CgroupPath(cgroupsPath, id string, systemd bool) (string, error) {
 	case strings.Count(cgroupsPath, ":") == 2:
 		return "", fmt.Errorf("oci: linux.cgroupsPath %q is in systemd's form: pass --systemd-cgroup", cgroupsPath)
 	default:
-		return "", fmt.Errorf("oci: linux.cgroupsPath %q is not an absolute path", cgroupsPath)
+		if strings.HasPrefix(path.Clean(cgroupsPath), "..") {
+			return "", fmt.Errorf("oci: linux.cgroupsPath %q leaves the runtime's cgroup", cgroupsPath)
+		}
+		p = "/jail-oci/" + cgroupsPath
 	}
 	p = path.Clean(p)
 	if p == "/" {

@@ -265,11 +265,12 @@ func TestTranslateProcess(t *testing.T) {
 	if !c.SetHostname || c.Hostname != "box" {
 		t.Errorf("hostname %v %q", c.SetHostname, c.Hostname)
 	}
-	wantDevices := []config.Device{
-		{Path: "/dev/fuse", Type: "c", Major: 10, Minor: 229, Mode: 0o666},
-		{Path: "/dev/x", Type: "c", Major: 1, Minor: 2, Mode: 0o600, UID: 7, GID: 8},
-		{Path: "/dev/p", Type: "p", Mode: 0o666},
-	}
+	// The runtime spec's default devices first, then the bundle's.
+	wantDevices := append(defaultDevices(),
+		config.Device{Path: "/dev/fuse", Type: "c", Major: 10, Minor: 229, Mode: 0o666},
+		config.Device{Path: "/dev/x", Type: "c", Major: 1, Minor: 2, Mode: 0o600, UID: 7, GID: 8},
+		config.Device{Path: "/dev/p", Type: "p", Mode: 0o666},
+	)
 	for i, d := range wantDevices {
 		if i >= len(c.Devices) || c.Devices[i] != d {
 			t.Errorf("devices %+v; want %+v", c.Devices, wantDevices)

@@ -22,6 +22,8 @@
  * of the host but stdio past its exec (all are close-on-exec).
  */
 
+#include <linux/stat.h> /* struct statx: musl 1.2.3 has no statx() */
+
 /* join_namespaces joins c's namespaces, those of type only_user or not. */
 static int join_namespaces(const struct container *c, bool user, struct failure *f)
 {
@@ -172,6 +174,11 @@ static int container_devices(const struct container *c, struct builder *b, bool 
 			err = mknodat(dir, name, type | (d->mode & 07777), makedev((unsigned)d->major, (unsigned)d->minor));
 			if (err == 0)
 				err = fchownat(dir, name, d->uid, d->gid, AT_SYMLINK_NOFOLLOW);
+			/* The mode as given, not as the umask left it. A node just
+			 * made by this process in a directory of the root: no link
+			 * can be there in its place. */
+			if (err == 0)
+				err = fchmodat(dir, name, d->mode & 07777, 0);
 		} else {
 			int host = open(d->path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 			struct stat st;
@@ -306,6 +313,49 @@ static int write_sysctls(const struct container *c, struct failure *f)
 	return 0;
 }
 
+/* unescape_octal undoes mountinfo's \ooo escapes in place. */
+static void unescape_octal(char *s)
+{
+	char *out = s;
+	for (; *s != '\0'; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+			*out++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+			s += 3;
+		} else {
+			*out++ = *s;
+		}
+	}
+	*out = '\0';
+}
+
+/* private_parent makes private (alone, not its children) the mount dir
+ * lies on, found by its mount id in mountinfo: pivot_root refuses a new
+ * root whose parent mount is shared, as it is with rootfsPropagation
+ * shared (runc does the same). */
+static int private_parent(int dir)
+{
+	struct statx stx;
+	if (syscall(SYS_statx, dir, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx) != 0 || !(stx.stx_mask & STATX_MNT_ID))
+		return -1;
+	FILE *mi = fopen("/proc/self/mountinfo", "re");
+	if (mi == NULL)
+		return -1;
+	char line[3 * PATH_MAX];
+	int err = -1;
+	errno = ENOENT;
+	while (fgets(line, sizeof(line), mi) != NULL) {
+		unsigned long long id;
+		char point[PATH_MAX];
+		if (sscanf(line, "%llu %*u %*s %*s %4095s", &id, point) != 2 || id != stx.stx_mnt_id)
+			continue;
+		unescape_octal(point);
+		err = mount(NULL, point, NULL, MS_PRIVATE, NULL);
+		break;
+	}
+	fclose(mi);
+	return err;
+}
+
 /* container_root builds the container's root and pivots into it. */
 static int container_root(const struct container *c, bool in_userns, struct failure *f)
 {
@@ -316,6 +366,8 @@ static int container_root(const struct container *c, bool in_userns, struct fail
 	int rootfs = open_verified(c->rootfs, c->rootfs_dev, c->rootfs_ino, why, sizeof(why));
 	if (rootfs < 0)
 		return fail(f, "open root", "%s", why);
+	if ((prop & MS_SHARED) && (private_parent(rootfs) != 0 || mount(NULL, "/", NULL, MS_PRIVATE, NULL) != 0))
+		return fail_errno(f, "root propagation", "make the root's parent private");
 	/* The root, a mount of its own (pivot_root needs one): the clone's
 	 * descriptor names the attached mount from here on. */
 	int root = open_tree(rootfs, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
@@ -332,11 +384,21 @@ static int container_root(const struct container *c, bool in_userns, struct fail
 	root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (root < 0)
 		return fail_errno(f, "open new root", NULL);
-	for (size_t i = 0; i < c->nmasked_paths; i++)
-		if (mask_path(root, c->masked_paths[i], f) != 0)
-			return -1;
+	/* runc's order: names and sysctls while /proc/sys can be written,
+	 * then read-only paths, masks, and the root read-only last. */
+	if (c->set_hostname) {
+		if (sethostname(c->hostname, strlen(c->hostname)) != 0)
+			return fail_errno(f, "hostname", NULL);
+		if (c->domainname[0] != '\0' && setdomainname(c->domainname, strlen(c->domainname)) != 0)
+			return fail_errno(f, "domainname", NULL);
+	}
+	if (write_sysctls(c, f) != 0)
+		return -1;
 	for (size_t i = 0; i < c->nreadonly_paths; i++)
 		if (read_only_path(root, c->readonly_paths[i], f) != 0)
+			return -1;
+	for (size_t i = 0; i < c->nmasked_paths; i++)
+		if (mask_path(root, c->masked_paths[i], f) != 0)
 			return -1;
 	if (c->rootfs_read_only) {
 		struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY};
@@ -344,13 +406,7 @@ static int container_root(const struct container *c, bool in_userns, struct fail
 			return fail_errno(f, "read-only root", NULL);
 	}
 	close(root);
-	if (c->set_hostname) {
-		if (sethostname(c->hostname, strlen(c->hostname)) != 0)
-			return fail_errno(f, "hostname", NULL);
-		if (c->domainname[0] != '\0' && setdomainname(c->domainname, strlen(c->domainname)) != 0)
-			return fail_errno(f, "domainname", NULL);
-	}
-	return write_sysctls(c, f);
+	return 0;
 }
 
 /* container_bounding drops what the bounding set does not keep: before
