@@ -3,9 +3,14 @@ package test
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/opencontainers/runtime-spec/specs-go/features"
@@ -103,7 +108,7 @@ func TestOCIBadCommandLines(t *testing.T) {
 			{[]string{"--root", root, "kill", "x", "SIGNOPE"}, `unknown signal "SIGNOPE"`},
 			{[]string{"--root", root, "state", "../x"}, `invalid id format: "../x"`},
 			{[]string{"--root", root, "frob", "x"}, `no such command "frob"`},
-			{[]string{"--root", root, "exec", "--process", "/p.json", "--detach", "x"}, "jail: oci exec: not implemented yet"},
+			{[]string{"--root", root, "exec", "--process", "/p.json", "--detach", "x"}, "jail: oci exec: container does not exist"},
 		}
 		for _, c := range cases {
 			expectOneLineFailure(t, jail(t, m, append([]string{"oci"}, c.args...)...), c.want)
@@ -193,5 +198,153 @@ func TestOCICreateRefusesBundlesJailCannotRealise(t *testing.T) {
 				t.Errorf("a cgroup was made in %s", h)
 			}
 		}
+	})
+}
+
+// ociBundle writes a bundle of the suite's busybox root and runc's default
+// configuration with args as the process (no terminal), and returns its
+// directory.
+func ociBundle(t *testing.T, args ...string) string {
+	t.Helper()
+	dir := sharedTempDir(t, nil)
+	if err := os.Symlink(rootfsDir, filepath.Join(dir, "rootfs")); err != nil {
+		t.Fatal(err)
+	}
+	spec := ociDefaultSpec(args)
+	data, err := json.MarshalIndent(spec, "", " ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// ociDefaultSpec is `runc spec`'s configuration (the one every runtime's
+// user starts from), with args.
+func ociDefaultSpec(args []string) *specs.Spec {
+	caps := []string{"CAP_AUDIT_WRITE", "CAP_KILL", "CAP_NET_BIND_SERVICE"}
+	deny := false
+	return &specs.Spec{
+		Version: specs.Version,
+		Process: &specs.Process{
+			Args: args, Env: []string{"PATH=/bin:/usr/bin", "TERM=xterm"}, Cwd: "/",
+			Capabilities:    &specs.LinuxCapabilities{Bounding: caps, Effective: caps, Permitted: caps, Ambient: caps},
+			Rlimits:         []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Hard: 1024, Soft: 1024}},
+			NoNewPrivileges: true,
+		},
+		Root:     &specs.Root{Path: "rootfs", Readonly: true},
+		Hostname: "oci",
+		Mounts: []specs.Mount{
+			{Destination: "/proc", Type: "proc", Source: "proc"},
+			{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
+			{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}},
+			{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
+			{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"nosuid", "noexec", "nodev"}},
+			{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
+			{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"nosuid", "noexec", "nodev", "relatime", "ro"}},
+			{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs"},
+		},
+		Linux: &specs.Linux{
+			Resources: &specs.LinuxResources{Devices: []specs.LinuxDeviceCgroup{{Allow: deny, Access: "rwm"}}},
+			Namespaces: []specs.LinuxNamespace{{Type: "pid"}, {Type: "network"}, {Type: "ipc"}, {Type: "uts"}, {Type: "mount"}, {Type: "cgroup"}},
+			MaskedPaths: []string{"/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
+				"/proc/timer_stats", "/proc/sched_debug", "/sys/firmware", "/proc/scsi"},
+			ReadonlyPaths: []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"},
+		},
+	}
+}
+
+// TestOCIContainerLifecycle: a container of runc's default configuration
+// through jail oci as the shim drives it: create leaves it created with
+// its pid in --pid-file; start runs its process, as pid 1 of its own
+// namespaces under the bundle's host name, read-only root and
+// capabilities; exec runs more processes in it (their status their own;
+// --detach leaves one running with its pid in --pid-file); ps lists them;
+// kill ends it; delete removes it; and nothing is left: no process, state,
+// cgroup or mount.
+func TestOCIContainerLifecycle(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		if m.rootless {
+			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
+		}
+		root := ociRoot(t, m)
+		bundle := ociBundle(t, "sh", "-c", "echo started as $$ in $(hostname); touch /x 2>/dev/null || echo root ro; grep CapBnd /proc/self/status; exec sleep 1000")
+		out := filepath.Join(bundle, "out")
+		f, err := os.Create(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		oci := func(args ...string) result {
+			cmd := command(m, append([]string{"oci", "--root", root}, args...)...)
+			cmd.Stdout, cmd.Stderr = f, f
+			if err := cmd.Run(); err != nil {
+				if ee, ok := err.(*exec.ExitError); ok {
+					return result{code: ee.ExitCode()}
+				}
+				t.Fatal(err)
+			}
+			return result{}
+		}
+		var created int
+		t.Cleanup(func() {
+			jail(t, m, "oci", "--root", root, "delete", "--force", "box")
+			if created > 0 {
+				// The test is its process's parent's parent: whatever
+				// reparented it, it must be gone.
+				waitFor(t, 10*time.Second, "the container's process gone", func() bool { return syscall.Kill(created, 0) != nil })
+			}
+		})
+		pidFile := filepath.Join(bundle, "pid")
+		if r := oci("create", "--bundle", bundle, "--pid-file", pidFile, "box"); r.code != 0 {
+			b, _ := os.ReadFile(out)
+			t.Fatalf("create: exit %d: %s", r.code, b)
+		}
+		pid, _ := os.ReadFile(pidFile)
+		created, _ = strconv.Atoi(strings.TrimSpace(string(pid)))
+		var st specs.State
+		if err := json.Unmarshal([]byte(mustRun(t, m, "oci", "--root", root, "state", "box")), &st); err != nil || st.Status != specs.StateCreated || st.Pid != created || created <= 0 {
+			t.Fatalf("state after create: %+v %v (pid file %q)", st, err, pid)
+		}
+		if r := oci("start", "box"); r.code != 0 {
+			t.Fatal("start failed")
+		}
+		waitFor(t, 10*time.Second, "the process's first lines", func() bool {
+			b, _ := os.ReadFile(out)
+			return strings.Contains(string(b), "CapBnd")
+		})
+		if r := oci("exec", "box", "sh", "-c", "echo exec as $$ in $(hostname); exit 4"); r.code != 4 {
+			t.Errorf("exec: exit %d, want 4", r.code)
+		}
+		if r := oci("exec", "--detach", "--pid-file", filepath.Join(bundle, "exec.pid"), "box", "sleep", "1000"); r.code != 0 {
+			t.Errorf("exec --detach: exit %d", r.code)
+		}
+		var pids []int
+		if err := json.Unmarshal([]byte(mustRun(t, m, "oci", "--root", root, "ps", "--format", "json", "box")), &pids); err != nil || len(pids) != 2 {
+			t.Errorf("ps: %v %v, want the container's process and the detached exec", pids, err)
+		}
+		if r := oci("kill", "--all", "box", "9"); r.code != 0 {
+			t.Errorf("kill --all: exit %d", r.code)
+		}
+		waitFor(t, 10*time.Second, "the container stopped", func() bool {
+			return strings.Contains(mustRun(t, m, "oci", "--root", root, "state", "box"), `"stopped"`)
+		})
+		if r := oci("delete", "box"); r.code != 0 {
+			t.Errorf("delete: exit %d", r.code)
+		}
+		b, _ := os.ReadFile(out)
+		// The exec'd shell is another process of the container's pid
+		// namespace (not its pid 1), under its host name.
+		if !regexp.MustCompile(`exec as ([2-9]|[1-9][0-9]+) in oci\n`).Match(b) {
+			t.Errorf("no exec'd process in the container's namespaces in the output:\n%s", b)
+		}
+		for _, want := range []string{"started as 1 in oci\n", "root ro\n", "CapBnd:\t0000000020000420\n"} {
+			if !strings.Contains(string(b), want) {
+				t.Errorf("no %q in the output:\n%s", want, b)
+			}
+		}
+		expectOneLineFailure(t, jail(t, m, "oci", "--root", root, "state", "box"), "does not exist")
 	})
 }

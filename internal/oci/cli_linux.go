@@ -54,7 +54,7 @@ Commands:
   ps [--format table|json] ID [PS ARGS...]
   pause ID | resume ID
   update --resources FILE|- ID
-  exec ... ID (not implemented yet)
+  exec [--process FILE | ID COMMAND...]  run a process in a container
   features
 `
 
@@ -140,11 +140,21 @@ func (cli *CLI) Main(args []string) int {
 	log.Debug = *debug
 	rt := &Runtime{Root: *root, SystemdCgroup: *systemd, Rootless: rootless.value, Log: log}
 	if err := cli.run(rt, rest[0], rest[1:]); err != nil {
+		var code exitCode
+		if errors.As(err, &code) {
+			return int(code) // the exec'd process's own status
+		}
 		log.Error(err)
 		return 1
 	}
 	return 0
 }
+
+// exitCode is an exec'd process's non-zero exit status, which `jail oci
+// exec` exits with, as runc does; not an error of its own.
+type exitCode int
+
+func (c exitCode) Error() string { return fmt.Sprintf("exit status %d", int(c)) }
 
 // exactlyOne returns the one argument command takes (an ID), or runc's
 // error.
@@ -274,7 +284,7 @@ func (cli *CLI) run(rt *Runtime, command string, args []string) error {
 		}
 		return rt.Update(id, data)
 	case "exec":
-		return cli.exec(fs, args)
+		return cli.exec(rt, fs, args)
 	case "features":
 		if err := fs.Parse(args); err != nil {
 			return err
@@ -287,32 +297,70 @@ func (cli *CLI) run(rt *Runtime, command string, args []string) error {
 	return fmt.Errorf("no such command %q", command)
 }
 
-// exec parses runc's exec options; the realisation is not written yet.
-func (cli *CLI) exec(fs *flag.FlagSet, args []string) error {
+// exec is runc's exec: --process FILE, or the command after the ID with
+// the container's process as the defaults.
+func (cli *CLI) exec(rt *Runtime, fs *flag.FlagSet, args []string) error {
 	var env, caps, gids listFlag
-	for _, name := range []string{"console-socket", "cwd", "user", "u", "process", "p", "pid-file", "process-label", "apparmor", "cgroup"} {
-		fs.String(name, "", "")
+	var o ExecOptions
+	str := func(p *string, names ...string) {
+		for _, n := range names {
+			fs.StringVar(p, n, "", "")
+		}
 	}
-	for _, name := range []string{"tty", "t", "detach", "d", "no-new-privs", "ignore-paused"} {
-		fs.Bool(name, false, "")
+	boolean := func(p *bool, names ...string) {
+		for _, n := range names {
+			fs.BoolVar(p, n, false, "")
+		}
 	}
+	str(&o.ConsoleSocket, "console-socket")
+	str(&o.Cwd, "cwd")
+	str(&o.User, "user", "u")
+	str(&o.ProcessFile, "process", "p")
+	str(&o.PidFile, "pid-file")
+	var label, apparmor, cgroup string
+	str(&label, "process-label")
+	str(&apparmor, "apparmor")
+	str(&cgroup, "cgroup")
+	boolean(&o.TTY, "tty", "t")
+	boolean(&o.Detach, "detach", "d")
+	boolean(&o.NoNewPrivs, "no-new-privs")
+	var ignorePaused bool
+	boolean(&ignorePaused, "ignore-paused")
 	fs.Var(&env, "env", "")
 	fs.Var(&env, "e", "")
 	fs.Var(&caps, "cap", "")
 	fs.Var(&caps, "c", "")
 	fs.Var(&gids, "additional-gids", "")
 	fs.Var(&gids, "g", "")
-	fs.Int("preserve-fds", 0, "")
+	preserve := fs.Int("preserve-fds", 0, "")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() < 1 {
 		return errors.New(`"exec" requires a minimum of 1 argument(s)`)
 	}
-	if err := ValidID(fs.Arg(0)); err != nil {
+	switch {
+	case *preserve != 0:
+		return errors.New("--preserve-fds is not supported yet")
+	case label != "" || apparmor != "":
+		return errors.New("--process-label and --apparmor are not supported (no SELinux or AppArmor in jail)")
+	case cgroup != "":
+		return errors.New("--cgroup is not supported: an exec joins the container's own cgroup")
+	case len(gids) > 0:
+		return errors.New("--additional-gids is not supported yet: give them in --process")
+	}
+	o.ID, o.Args, o.Env, o.Caps = fs.Arg(0), fs.Args()[1:], env, caps
+	if err := ValidID(o.ID); err != nil {
 		return err
 	}
-	return errors.New("not implemented yet")
+	code, err := rt.Exec(o)
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return exitCode(code)
+	}
+	return nil
 }
 
 func (cli *CLI) list(rt *Runtime, format string, quiet bool) error {

@@ -43,7 +43,7 @@ func TestCLIFailuresAreOneLineAndStatus1(t *testing.T) {
 		{[]string{"--root", root, "ps", "--format", "json", "nothere"}, "jail: oci ps: container does not exist"},
 		{[]string{"--root", root, "ps", "--format", "yaml", "x"}, `jail: oci ps: invalid format option "yaml"`},
 		{[]string{"--root", root, "delete", "--frobnicate", "x"}, "jail: oci delete: flag provided but not defined: -frobnicate"},
-		{[]string{"--root", root, "exec", "--process", "p.json", "--detach", "--pid-file", "p", "box"}, "jail: oci exec: not implemented yet"},
+		{[]string{"--root", root, "exec", "--process", "p.json", "--detach", "--pid-file", "p", "box"}, "jail: oci exec: container does not exist"},
 		{[]string{"--root", root, "create", "--bundle", filepath.Join(root, "nobundle"), "box"}, "jail: oci create: bundle " + filepath.Join(root, "nobundle") + ": no such file or directory"},
 		{[]string{"--root", root, "create", "--preserve-fds", "2", "box"}, "jail: oci create: --preserve-fds is not supported yet"},
 		{[]string{"--root", root, "create", "-b", root, "bad/id"}, `jail: oci create: invalid id format: "bad/id"`},

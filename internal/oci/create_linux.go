@@ -183,6 +183,7 @@ func (cr *creation) run(b *Bundle, o CreateOptions, cgPath string) error {
 	state := &State{
 		ID: o.ID, Bundle: b.Path, Rootfs: p.Container.Rootfs, Pid: cr.init, StartTime: st.StartTime,
 		Created: time.Now().UTC(), Annotations: spec.Annotations, Cgroup: cr.cgroup, Owner: os.Geteuid(), Hooks: spec.Hooks,
+		Process: spec.Process, Seccomp: spec.Linux.Seccomp,
 	}
 	if err := cr.container.WriteState(state); err != nil {
 		return err

@@ -53,6 +53,11 @@ type State struct {
 	// Hooks are the bundle's, run at start (poststart) and delete
 	// (poststop).
 	Hooks *specs.Hooks `json:"hooks,omitempty"`
+	// Process and Seccomp are the bundle's as created: what an exec
+	// starts from (its defaults, and the filter every process of the
+	// container has). Changes to config.json afterwards change nothing.
+	Process *specs.Process      `json:"process,omitempty"`
+	Seccomp *specs.LinuxSeccomp `json:"seccomp,omitempty"`
 }
 
 // Store is the root of the containers' states (--root).

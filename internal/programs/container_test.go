@@ -46,7 +46,7 @@ func busyboxRoot(t *testing.T, dir string) {
 }
 
 // runRole starts the helper as role (argv[0]) with c in a message of kind,
-// files from fd 4, and answers its reports as jail oci does until the
+// files attached (numbered from 4 in c), and answers its reports as jail oci does until the
 // process it made reports created: it returns that process's pid (a child
 // of this one by then: the test is a subreaper) and the file its output
 // goes to.
@@ -62,7 +62,7 @@ func runRole(t *testing.T, role, kind string, c *config.Container, files ...*os.
 		t.Fatal(err)
 	}
 	defer helper.Close()
-	path, err := helper.PathFor(1 + len(files))
+	path, err := helper.PathFor(1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func runRole(t *testing.T, role, kind string, c *config.Container, files ...*os.
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { out.Close() })
-	cmd := &exec.Cmd{Path: path, Args: []string{role}, ExtraFiles: append([]*os.File{initEnd}, files...), Stdout: out, Stderr: out}
+	cmd := &exec.Cmd{Path: path, Args: []string{role}, ExtraFiles: []*os.File{initEnd}, Stdout: out, Stderr: out}
 	// What the role forks is reparented here when the role ends.
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		t.Fatal(err)
@@ -80,7 +80,8 @@ func runRole(t *testing.T, role, kind string, c *config.Container, files ...*os.
 		t.Fatal(err)
 	}
 	initEnd.Close()
-	if err := conn.Send(control.Message{Kind: kind, Container: c}); err != nil {
+	// Attached: the description's FD N is the (N-4)th file.
+	if err := conn.Send(control.Message{Kind: kind, Container: c}, files...); err != nil {
 		t.Fatal(err)
 	}
 	pid := 0

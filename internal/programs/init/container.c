@@ -590,6 +590,29 @@ failed:
 	_exit(1);
 }
 
+/* attached_fds turns the description's descriptor numbers into the
+ * files that came with the message: number N is the (N-4)th attached (fd 3
+ * is the control socket), whatever number this process got it at. A number
+ * naming no file attached is refused. */
+static int attached_fds(struct container *c, const struct message *m, struct failure *f)
+{
+	int *fds[1 + 64];
+	size_t n = 0;
+	for (size_t i = 0; i < c->njoin && n < 64; i++)
+		fds[n++] = &c->join[i].fd;
+	if (c->njoin >= 64)
+		return fail(f, "container", "too many namespaces to join");
+	if (c->exec_fifo_fd >= 0)
+		fds[n++] = &c->exec_fifo_fd;
+	for (size_t i = 0; i < n; i++) {
+		int index = *fds[i] - (CONTROL_FD + 1);
+		if (index < 0 || index >= m->nfds)
+			return fail(f, "container", "descriptor %d is not among the %d attached", *fds[i], m->nfds);
+		*fds[i] = m->fds[index];
+	}
+	return 0;
+}
+
 /* container_main is the role: joins and makes the namespaces, forks the
  * container's init and reports it. */
 static int container_main(void)
@@ -609,8 +632,10 @@ static int container_main(void)
 	struct message msg;
 	if (recv_message(CONTROL_FD, &msg) != 0 || strcmp(msg.kind, "container") != 0 || msg.body.container == NULL)
 		return 1;
-	const struct container *c = msg.body.container;
+	struct container *c = msg.body.container;
 	struct failure f = {0};
+	if (attached_fds(c, &msg, &f) != 0)
+		goto failed;
 	bool in_userns = (c->new & CLONE_NEWUSER) != 0;
 	for (size_t i = 0; i < c->njoin; i++)
 		in_userns = in_userns || c->join[i].type == CLONE_NEWUSER;
@@ -691,8 +716,10 @@ static int enter_main(void)
 	struct message msg;
 	if (recv_message(CONTROL_FD, &msg) != 0 || strcmp(msg.kind, "enter") != 0 || msg.body.container == NULL)
 		return 1;
-	const struct container *c = msg.body.container;
+	struct container *c = msg.body.container;
 	struct failure f = {0};
+	if (attached_fds(c, &msg, &f) != 0)
+		goto failed;
 	if (c->njoin != 1) {
 		fail(&f, "enter", "one pidfd to join, not %zu", c->njoin);
 		goto failed;
