@@ -247,7 +247,7 @@ func ociDefaultSpec(args []string) *specs.Spec {
 			{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs"},
 		},
 		Linux: &specs.Linux{
-			Resources: &specs.LinuxResources{Devices: []specs.LinuxDeviceCgroup{{Allow: deny, Access: "rwm"}}},
+			Resources:  &specs.LinuxResources{Devices: []specs.LinuxDeviceCgroup{{Allow: deny, Access: "rwm"}}},
 			Namespaces: []specs.LinuxNamespace{{Type: "pid"}, {Type: "network"}, {Type: "ipc"}, {Type: "uts"}, {Type: "mount"}, {Type: "cgroup"}},
 			MaskedPaths: []string{"/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
 				"/proc/timer_stats", "/proc/sched_debug", "/sys/firmware", "/proc/scsi"},
