@@ -386,12 +386,14 @@ static int container_root(const struct container *c, bool in_userns, struct fail
 		return fail_errno(f, "open new root", NULL);
 	/* runc's order: names and sysctls while /proc/sys can be written,
 	 * then read-only paths, masks, and the root read-only last. */
-	if (c->set_hostname) {
+	/* An empty name is none given: the namespace keeps the host's, as
+	 * runc leaves it. */
+	if (c->set_hostname && c->hostname[0] != '\0') {
 		if (sethostname(c->hostname, strlen(c->hostname)) != 0)
 			return fail_errno(f, "hostname", NULL);
-		if (c->domainname[0] != '\0' && setdomainname(c->domainname, strlen(c->domainname)) != 0)
-			return fail_errno(f, "domainname", NULL);
 	}
+	if (c->set_hostname && c->domainname[0] != '\0' && setdomainname(c->domainname, strlen(c->domainname)) != 0)
+		return fail_errno(f, "domainname", NULL);
 	if (write_sysctls(c, f) != 0)
 		return -1;
 	for (size_t i = 0; i < c->nreadonly_paths; i++)
