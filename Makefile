@@ -12,7 +12,7 @@ GO ?= go
 # built by go generate and not committed. `go build ./cmd/jail` without
 # them stops with an error naming what to run.
 JAIL_BUILD := CGO_ENABLED=0 GO=$(GO) sh internal/programs/gobuild.sh
-TEST_PACKAGES := busybox-static bubblewrap util-linux libseccomp-dev gcc libc6-dev musl-tools linux-libc-dev git python3 debootstrap curl uidmap clang libclang-rt-dev bind9-dnsutils python3-pip openssl nodejs python3-pytest docker-registry
+TEST_PACKAGES := busybox-static bubblewrap util-linux libseccomp-dev gcc libc6-dev musl-tools linux-libc-dev git python3 debootstrap curl uidmap clang libclang-rt-dev bind9-dnsutils python3-pip openssl nodejs python3-pytest docker-registry containerd
 
 .PHONY: build build-deps helper programs test test-deps test-host test-cgroup2 fuzz bench vet clean
 

@@ -13,6 +13,9 @@ import (
 
 func main() {
 	jail.Init()
+	if calledAsRuntime() {
+		os.Exit(ociCommand(ociName, os.Args[1:]))
+	}
 	os.Exit(dispatch(os.Args[1:]))
 }
 
@@ -35,6 +38,8 @@ const usage = `usage: jail COMMAND [OPTIONS]
   serve [--socket PATH] [--pool N]          the HTTP API on a unix socket
   mcp [--image REF] [--profile P] [--workspace DIR] [--net allow=RULES] ...
                                             a Model Context Protocol server on stdio
+  oci [--root DIR] COMMAND ...              an OCI runtime with runc's command line
+                                            (installed as jail-runc for containerd; docs/oci.md)
   version                                   print the version
 
 Run 'jail help run' (or 'jail run --help') for the RUN OPTIONS.
@@ -74,6 +79,8 @@ func dispatch(args []string) int {
 		return serveCommand(args[1:])
 	case "mcp":
 		return mcpCommand(args[1:])
+	case "oci":
+		return ociCommand("jail oci", args[1:])
 	case "create":
 		return createCommand(args[1:])
 	case "exec":

@@ -176,3 +176,122 @@ type Limits struct {
 	// one at most 8 MiB): a stack's growth is not data.
 	RlimitStack int64 `json:"rlimit_stack,omitempty"`
 }
+
+// Container is an OCI container (jail oci, docs/oci.md) as the helper's
+// container role realises it: the bundle's config.json, translated and
+// checked by package oci, with every host path resolved. Nothing of jail's
+// own sandbox defaults is in it: what the bundle does not ask for is not
+// done. It comes in a KindContainer message, with the files its FD fields
+// name (counted from 4: fd 3 is the control socket).
+type Container struct {
+	// Join are namespaces the container joins, before it makes the new
+	// ones: a user namespace first, then the others.
+	Join []JoinedNamespace `json:"join,omitempty"`
+	// New is the CLONE_NEW* flags of the namespaces made for it. A new
+	// user namespace's maps are written by the supervisor
+	// (KindUsernsReady, then KindMapped).
+	New int64 `json:"new" wire:"min=0"`
+	// Rootfs is the canonical host path of the root; RootfsDev and
+	// RootfsIno identify it as the supervisor checked it.
+	Rootfs         string `json:"rootfs"`
+	RootfsDev      uint64 `json:"rootfs_dev"`
+	RootfsIno      uint64 `json:"rootfs_ino"`
+	RootfsReadOnly bool   `json:"rootfs_read_only"`
+	// RootPropagation is the MS_* propagation of the container's mounts
+	// (linux.rootfsPropagation; 0: MS_SLAVE|MS_REC, as runc).
+	RootPropagation uint64           `json:"root_propagation,omitempty"`
+	Mounts          []ContainerMount `json:"mounts,omitempty"`
+	// Hostname and Domainname are set when SetHostname (a new uts
+	// namespace).
+	SetHostname bool   `json:"set_hostname,omitempty"`
+	Hostname    string `json:"hostname,omitempty"`
+	Domainname  string `json:"domainname,omitempty"`
+	// MaskedPaths and ReadonlyPaths are linux.maskedPaths and
+	// linux.readonlyPaths, inside the root.
+	MaskedPaths   []string         `json:"masked_paths,omitempty"`
+	ReadonlyPaths []string         `json:"readonly_paths,omitempty"`
+	Devices       []Device         `json:"devices,omitempty"`
+	Sysctl        []Sysctl         `json:"sysctl,omitempty"`
+	Process       ContainerProcess `json:"process"`
+	// Seccomp is the bundle's filter, compiled; empty: none.
+	Seccomp filter.Filter `json:"seccomp"`
+	// ExecFifoFD is the descriptor of the state directory's exec FIFO
+	// (O_PATH): the container's process is started once `jail oci start`
+	// opens its other end. -1 in a KindEnter, whose process starts at once.
+	ExecFifoFD int `json:"exec_fifo_fd" wire:"min=-1"`
+}
+
+// JoinedNamespace is one namespace to join: FD is an open namespace file.
+type JoinedNamespace struct {
+	// Type is its CLONE_NEW* flag.
+	Type int64 `json:"type" wire:"min=0"`
+	FD   int   `json:"fd" wire:"min=4"`
+}
+
+// ContainerMount is one entry of the bundle's mounts.
+type ContainerMount struct {
+	// Destination is absolute inside the root, resolved there when it is
+	// mounted (never following a link out of it).
+	Destination string `json:"destination"`
+	// Type is the filesystem type ("" for a bind); Source its source: a
+	// canonical host path for a bind, anything for the others.
+	Type   string `json:"type,omitempty"`
+	Source string `json:"source,omitempty"`
+	// Flags are MS_* flags (MS_BIND, MS_REC, MS_RDONLY, MS_NOSUID, ...);
+	// Propagation the MS_* propagation flags applied after the mount.
+	Flags       uint64 `json:"flags,omitempty"`
+	Propagation uint64 `json:"propagation,omitempty"`
+	// Data is the filesystem's options (mount(2)'s data).
+	Data string `json:"data,omitempty"`
+}
+
+// Device is one device node made in the container (linux.devices).
+type Device struct {
+	// Path is absolute inside the root.
+	Path string `json:"path"`
+	// Type is 'c', 'b' or 'p' (a FIFO).
+	Type  string `json:"type"`
+	Major int64  `json:"major" wire:"min=0"`
+	Minor int64  `json:"minor" wire:"min=0"`
+	// Mode is the file's permission bits.
+	Mode uint32 `json:"mode"`
+	UID  uint32 `json:"uid"`
+	GID  uint32 `json:"gid"`
+}
+
+// Sysctl is one kernel parameter written under /proc/sys (Key with dots).
+type Sysctl struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// ContainerProcess is the container's process (the bundle's process).
+type ContainerProcess struct {
+	Args []string `json:"args"`
+	Env  []string `json:"env,omitempty"`
+	// Cwd is absolute inside the root.
+	Cwd            string   `json:"cwd"`
+	UID            uint32   `json:"uid"`
+	GID            uint32   `json:"gid"`
+	AdditionalGIDs []uint32 `json:"additional_gids,omitempty" wire:"c=additional_gids"`
+	// Umask, when SetUmask, is set before the exec.
+	SetUmask bool     `json:"set_umask,omitempty"`
+	Umask    uint32   `json:"umask,omitempty" wire:"max=511"`
+	Rlimits  []Rlimit `json:"rlimits,omitempty"`
+	// Capability sets, bit N for capability N.
+	Bounding, Effective, Inheritable, Permitted, Ambient uint64
+	NoNewPrivileges                                      bool `json:"no_new_privileges,omitempty"`
+	// OOMScoreAdj, when SetOOMScoreAdj, is written to its oom_score_adj.
+	SetOOMScoreAdj bool `json:"set_oom_score_adj,omitempty"`
+	OOMScoreAdj    int  `json:"oom_score_adj,omitempty" wire:"min=-1000,max=1000"`
+	// Terminal: the process gets a new pseudo-terminal, whose master the
+	// container's init sends with KindCreated.
+	Terminal bool `json:"terminal,omitempty"`
+}
+
+// Rlimit is one process.rlimits entry (Type: RLIMIT_* number).
+type Rlimit struct {
+	Type int    `json:"type" wire:"min=0,max=15"`
+	Soft uint64 `json:"soft"`
+	Hard uint64 `json:"hard"`
+}

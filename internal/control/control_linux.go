@@ -92,6 +92,31 @@ const (
 	KindReaped  = "reaped"
 )
 
+// Message kinds of an OCI container (jail oci create, docs/oci.md), between
+// jail oci and the helper's container role: KindContainer (Container set,
+// the files its FD fields name attached) starts it. A container with a new
+// user namespace reports KindUserns once it has made it, and waits for
+// KindMapped, sent once the supervisor has written its id maps. The role
+// then makes the rest and forks the container's init, reporting KindChild
+// (Pid: the init's pid as the supervisor sees it); the init builds the
+// root and reports KindCreated (its terminal's master attached, with a
+// terminal) or KindError, and waits for the exec FIFO to be opened.
+//
+// KindEnter (Container set: Join, one entry whose FD is a pidfd of the
+// container's init and whose Type is every namespace of it that differs
+// from the caller's; Process; Seccomp) starts the helper's enter role,
+// which joins them all at once, forks the process (jail oci exec) into the
+// container, reports KindChild and ends; the process reports KindCreated
+// (its terminal's master attached, with a terminal) and execs.
+const (
+	KindEnter     = "enter"
+	KindContainer = "container"
+	KindUserns    = "userns"
+	KindMapped    = "mapped"
+	KindChild     = "child"
+	KindCreated   = "created"
+)
+
 // Message is one unit of the protocol. It and the types it holds are the
 // protocol's one description: the Go and C ends (wire_gen.go, and the C
 // init's internal/programs/init/wire.h) are generated from their fields, in
@@ -133,6 +158,8 @@ type Message struct {
 	Process *config.Process
 	// Spawn, in a KindSpawn, is the process the forker is to start.
 	Spawn *Spawn
+	// Container, in a KindContainer, is the OCI container to make.
+	Container *config.Container
 }
 
 // Now is the time on the clock of the times an init reports:

@@ -374,6 +374,240 @@ func (r *reader) getSpawn(v *Spawn) {
 	v.Owner = int(r.intIn(-1, 4294967295))
 }
 
+func (w *writer) putJoinedNamespace(v *config.JoinedNamespace) {
+	w.int(int64(v.Type))
+	w.int(int64(v.FD))
+}
+
+func (r *reader) getJoinedNamespace(v *config.JoinedNamespace) {
+	v.Type = int64(r.intIn(0, 9223372036854775807))
+	v.FD = int(r.intIn(4, 2147483647))
+}
+
+func (w *writer) putContainerMount(v *config.ContainerMount) {
+	w.string(v.Destination)
+	w.string(v.Type)
+	w.string(v.Source)
+	w.uint(uint64(v.Flags))
+	w.uint(uint64(v.Propagation))
+	w.string(v.Data)
+}
+
+func (r *reader) getContainerMount(v *config.ContainerMount) {
+	v.Destination = r.string()
+	v.Type = r.string()
+	v.Source = r.string()
+	v.Flags = r.uint()
+	v.Propagation = r.uint()
+	v.Data = r.string()
+}
+
+func (w *writer) putDevice(v *config.Device) {
+	w.string(v.Path)
+	w.string(v.Type)
+	w.int(int64(v.Major))
+	w.int(int64(v.Minor))
+	w.uint(uint64(v.Mode))
+	w.uint(uint64(v.UID))
+	w.uint(uint64(v.GID))
+}
+
+func (r *reader) getDevice(v *config.Device) {
+	v.Path = r.string()
+	v.Type = r.string()
+	v.Major = int64(r.intIn(0, 9223372036854775807))
+	v.Minor = int64(r.intIn(0, 9223372036854775807))
+	v.Mode = uint32(r.uintAtMost(4294967295))
+	v.UID = uint32(r.uintAtMost(4294967295))
+	v.GID = uint32(r.uintAtMost(4294967295))
+}
+
+func (w *writer) putSysctl(v *config.Sysctl) {
+	w.string(v.Key)
+	w.string(v.Value)
+}
+
+func (r *reader) getSysctl(v *config.Sysctl) {
+	v.Key = r.string()
+	v.Value = r.string()
+}
+
+func (w *writer) putRlimit(v *config.Rlimit) {
+	w.int(int64(v.Type))
+	w.uint(uint64(v.Soft))
+	w.uint(uint64(v.Hard))
+}
+
+func (r *reader) getRlimit(v *config.Rlimit) {
+	v.Type = int(r.intIn(0, 15))
+	v.Soft = r.uint()
+	v.Hard = r.uint()
+}
+
+func (w *writer) putContainerProcess(v *config.ContainerProcess) {
+	w.uint(uint64(len(v.Args)))
+	for i := range v.Args {
+		w.string(v.Args[i])
+	}
+	w.uint(uint64(len(v.Env)))
+	for i := range v.Env {
+		w.string(v.Env[i])
+	}
+	w.string(v.Cwd)
+	w.uint(uint64(v.UID))
+	w.uint(uint64(v.GID))
+	w.uint(uint64(len(v.AdditionalGIDs)))
+	for i := range v.AdditionalGIDs {
+		w.uint(uint64(v.AdditionalGIDs[i]))
+	}
+	w.bool(v.SetUmask)
+	w.uint(uint64(v.Umask))
+	w.uint(uint64(len(v.Rlimits)))
+	for i := range v.Rlimits {
+		w.putRlimit(&v.Rlimits[i])
+	}
+	w.uint(uint64(v.Bounding))
+	w.uint(uint64(v.Effective))
+	w.uint(uint64(v.Inheritable))
+	w.uint(uint64(v.Permitted))
+	w.uint(uint64(v.Ambient))
+	w.bool(v.NoNewPrivileges)
+	w.bool(v.SetOOMScoreAdj)
+	w.int(int64(v.OOMScoreAdj))
+	w.bool(v.Terminal)
+}
+
+func (r *reader) getContainerProcess(v *config.ContainerProcess) {
+	if n := r.count(1); n > 0 {
+		v.Args = make([]string, n)
+		for i := range v.Args {
+			v.Args[i] = r.string()
+		}
+	}
+	if n := r.count(1); n > 0 {
+		v.Env = make([]string, n)
+		for i := range v.Env {
+			v.Env[i] = r.string()
+		}
+	}
+	v.Cwd = r.string()
+	v.UID = uint32(r.uintAtMost(4294967295))
+	v.GID = uint32(r.uintAtMost(4294967295))
+	if n := r.count(1); n > 0 {
+		v.AdditionalGIDs = make([]uint32, n)
+		for i := range v.AdditionalGIDs {
+			v.AdditionalGIDs[i] = uint32(r.uintAtMost(4294967295))
+		}
+	}
+	v.SetUmask = r.bool()
+	v.Umask = uint32(r.uintAtMost(511))
+	if n := r.count(3); n > 0 {
+		v.Rlimits = make([]config.Rlimit, n)
+		for i := range v.Rlimits {
+			r.getRlimit(&v.Rlimits[i])
+		}
+	}
+	v.Bounding = r.uint()
+	v.Effective = r.uint()
+	v.Inheritable = r.uint()
+	v.Permitted = r.uint()
+	v.Ambient = r.uint()
+	v.NoNewPrivileges = r.bool()
+	v.SetOOMScoreAdj = r.bool()
+	v.OOMScoreAdj = int(r.intIn(-1000, 1000))
+	v.Terminal = r.bool()
+}
+
+func (w *writer) putContainer(v *config.Container) {
+	w.uint(uint64(len(v.Join)))
+	for i := range v.Join {
+		w.putJoinedNamespace(&v.Join[i])
+	}
+	w.int(int64(v.New))
+	w.string(v.Rootfs)
+	w.uint(uint64(v.RootfsDev))
+	w.uint(uint64(v.RootfsIno))
+	w.bool(v.RootfsReadOnly)
+	w.uint(uint64(v.RootPropagation))
+	w.uint(uint64(len(v.Mounts)))
+	for i := range v.Mounts {
+		w.putContainerMount(&v.Mounts[i])
+	}
+	w.bool(v.SetHostname)
+	w.string(v.Hostname)
+	w.string(v.Domainname)
+	w.uint(uint64(len(v.MaskedPaths)))
+	for i := range v.MaskedPaths {
+		w.string(v.MaskedPaths[i])
+	}
+	w.uint(uint64(len(v.ReadonlyPaths)))
+	for i := range v.ReadonlyPaths {
+		w.string(v.ReadonlyPaths[i])
+	}
+	w.uint(uint64(len(v.Devices)))
+	for i := range v.Devices {
+		w.putDevice(&v.Devices[i])
+	}
+	w.uint(uint64(len(v.Sysctl)))
+	for i := range v.Sysctl {
+		w.putSysctl(&v.Sysctl[i])
+	}
+	w.putContainerProcess(&v.Process)
+	w.putFilter(&v.Seccomp)
+	w.int(int64(v.ExecFifoFD))
+}
+
+func (r *reader) getContainer(v *config.Container) {
+	if n := r.count(2); n > 0 {
+		v.Join = make([]config.JoinedNamespace, n)
+		for i := range v.Join {
+			r.getJoinedNamespace(&v.Join[i])
+		}
+	}
+	v.New = int64(r.intIn(0, 9223372036854775807))
+	v.Rootfs = r.string()
+	v.RootfsDev = r.uint()
+	v.RootfsIno = r.uint()
+	v.RootfsReadOnly = r.bool()
+	v.RootPropagation = r.uint()
+	if n := r.count(6); n > 0 {
+		v.Mounts = make([]config.ContainerMount, n)
+		for i := range v.Mounts {
+			r.getContainerMount(&v.Mounts[i])
+		}
+	}
+	v.SetHostname = r.bool()
+	v.Hostname = r.string()
+	v.Domainname = r.string()
+	if n := r.count(1); n > 0 {
+		v.MaskedPaths = make([]string, n)
+		for i := range v.MaskedPaths {
+			v.MaskedPaths[i] = r.string()
+		}
+	}
+	if n := r.count(1); n > 0 {
+		v.ReadonlyPaths = make([]string, n)
+		for i := range v.ReadonlyPaths {
+			v.ReadonlyPaths[i] = r.string()
+		}
+	}
+	if n := r.count(7); n > 0 {
+		v.Devices = make([]config.Device, n)
+		for i := range v.Devices {
+			r.getDevice(&v.Devices[i])
+		}
+	}
+	if n := r.count(2); n > 0 {
+		v.Sysctl = make([]config.Sysctl, n)
+		for i := range v.Sysctl {
+			r.getSysctl(&v.Sysctl[i])
+		}
+	}
+	r.getContainerProcess(&v.Process)
+	r.getFilter(&v.Seccomp)
+	v.ExecFifoFD = int(r.intIn(-1, 2147483647))
+}
+
 func (w *writer) putMessage(v *Message) {
 	w.string(v.Kind)
 	w.string(v.Step)
@@ -402,6 +636,10 @@ func (w *writer) putMessage(v *Message) {
 	w.bool(v.Spawn != nil)
 	if v.Spawn != nil {
 		w.putSpawn(v.Spawn)
+	}
+	w.bool(v.Container != nil)
+	if v.Container != nil {
+		w.putContainer(v.Container)
 	}
 }
 
@@ -433,5 +671,9 @@ func (r *reader) getMessage(v *Message) {
 	if r.bool() {
 		v.Spawn = new(Spawn)
 		r.getSpawn(v.Spawn)
+	}
+	if r.bool() {
+		v.Container = new(config.Container)
+		r.getContainer(v.Container)
 	}
 }

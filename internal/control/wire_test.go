@@ -46,6 +46,9 @@ func filled() Message {
 	fill(reflect.ValueOf(&m).Elem(), &n)
 	m.Signal = 9 // the decoder bounds these
 	m.Spawn.Pdeathsig, m.Spawn.AmbientCaps = 9, []uint64{21, 38}
+	for i := range m.Container.Process.Rlimits {
+		m.Container.Process.Rlimits[i].Type = 7 + i
+	}
 	return m
 }
 

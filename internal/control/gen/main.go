@@ -74,6 +74,14 @@ var cNames = map[string]string{
 	"config.Listener": "listener",
 	"config.File":     "file_spec",
 	"filter.Filter":   "filter",
+
+	"config.Container":        "container",
+	"config.JoinedNamespace":  "joined_namespace",
+	"config.ContainerMount":   "container_mount",
+	"config.Device":           "container_device",
+	"config.Sysctl":           "container_sysctl",
+	"config.ContainerProcess": "container_process",
+	"config.Rlimit":           "container_rlimit",
 }
 
 // cMacros are names that C libraries define as macros, which no C field

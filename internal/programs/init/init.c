@@ -2985,6 +2985,9 @@ static int serve(const struct config *c, int sock)
 	return status;
 }
 
+/* The container role (jail oci), which uses the helpers above. */
+#include "container.c"
+
 int janitor_main(int argc, char **argv); /* ../janitor/janitor.c */
 int monitor_main(int argc, char **argv); /* ../monitor/monitor.c */
 
@@ -2996,6 +2999,10 @@ int main(int argc, char **argv)
 		return janitor_main(argc, argv);
 	if (argc >= 1 && strcmp(argv[0], "jail:monitor") == 0)
 		return monitor_main(argc, argv);
+	if (argc >= 1 && strcmp(argv[0], "jail:container") == 0)
+		return container_main();
+	if (argc >= 1 && strcmp(argv[0], "jail:enter") == 0)
+		return enter_main();
 	if (argc < 1 || strcmp(argv[0], "jail:init") != 0) {
 		fputs("jail: this program is started by jail only\n", stderr);
 		return 125;

@@ -389,6 +389,100 @@ struct spawn_request {
 	int64_t owner;
 };
 
+/* config.JoinedNamespace */
+struct joined_namespace {
+	int64_t type;
+	int fd;
+};
+
+/* config.ContainerMount */
+struct container_mount {
+	char *destination;
+	char *type;
+	char *source;
+	uint64_t flags;
+	uint64_t propagation;
+	char *data;
+};
+
+/* config.Device */
+struct container_device {
+	char *path;
+	char *type;
+	int64_t major;
+	int64_t minor;
+	uint32_t mode;
+	uint32_t uid;
+	uint32_t gid;
+};
+
+/* config.Sysctl */
+struct container_sysctl {
+	char *key;
+	char *value;
+};
+
+/* config.Rlimit */
+struct container_rlimit {
+	int type;
+	uint64_t soft;
+	uint64_t hard;
+};
+
+/* config.ContainerProcess */
+struct container_process {
+	char **args; /* nargs elements, then a zero one */
+	size_t nargs;
+	char **env; /* nenv elements, then a zero one */
+	size_t nenv;
+	char *cwd;
+	uint32_t uid;
+	uint32_t gid;
+	uint32_t *additional_gids; /* nadditional_gids elements, then a zero one */
+	size_t nadditional_gids;
+	bool set_umask;
+	uint32_t umask;
+	struct container_rlimit *rlimits; /* nrlimits elements, then a zero one */
+	size_t nrlimits;
+	uint64_t bounding;
+	uint64_t effective;
+	uint64_t inheritable;
+	uint64_t permitted;
+	uint64_t ambient;
+	bool no_new_privileges;
+	bool set_oom_score_adj;
+	int oom_score_adj;
+	bool terminal;
+};
+
+/* config.Container */
+struct container {
+	struct joined_namespace *join; /* njoin elements, then a zero one */
+	size_t njoin;
+	int64_t new;
+	char *rootfs;
+	uint64_t rootfs_dev;
+	uint64_t rootfs_ino;
+	bool rootfs_read_only;
+	uint64_t root_propagation;
+	struct container_mount *mounts; /* nmounts elements, then a zero one */
+	size_t nmounts;
+	bool set_hostname;
+	char *hostname;
+	char *domainname;
+	char **masked_paths; /* nmasked_paths elements, then a zero one */
+	size_t nmasked_paths;
+	char **readonly_paths; /* nreadonly_paths elements, then a zero one */
+	size_t nreadonly_paths;
+	struct container_device *devices; /* ndevices elements, then a zero one */
+	size_t ndevices;
+	struct container_sysctl *sysctl; /* nsysctl elements, then a zero one */
+	size_t nsysctl;
+	struct container_process process;
+	struct filter seccomp;
+	int exec_fifo_fd;
+};
+
 /* control.Message */
 struct wire_message {
 	char *kind;
@@ -410,6 +504,7 @@ struct wire_message {
 	struct config *config;
 	struct process *process;
 	struct spawn_request *spawn;
+	struct container *container;
 };
 
 static void wire_get_layer(struct wire_reader *r, struct layer *v);
@@ -445,6 +540,27 @@ static void wire_free_id_map(struct id_map *v);
 static void wire_get_spawn_request(struct wire_reader *r, struct spawn_request *v);
 static void wire_put_spawn_request(struct wire_writer *w, const struct spawn_request *v);
 static void wire_free_spawn_request(struct spawn_request *v);
+static void wire_get_joined_namespace(struct wire_reader *r, struct joined_namespace *v);
+static void wire_put_joined_namespace(struct wire_writer *w, const struct joined_namespace *v);
+static void wire_free_joined_namespace(struct joined_namespace *v);
+static void wire_get_container_mount(struct wire_reader *r, struct container_mount *v);
+static void wire_put_container_mount(struct wire_writer *w, const struct container_mount *v);
+static void wire_free_container_mount(struct container_mount *v);
+static void wire_get_container_device(struct wire_reader *r, struct container_device *v);
+static void wire_put_container_device(struct wire_writer *w, const struct container_device *v);
+static void wire_free_container_device(struct container_device *v);
+static void wire_get_container_sysctl(struct wire_reader *r, struct container_sysctl *v);
+static void wire_put_container_sysctl(struct wire_writer *w, const struct container_sysctl *v);
+static void wire_free_container_sysctl(struct container_sysctl *v);
+static void wire_get_container_rlimit(struct wire_reader *r, struct container_rlimit *v);
+static void wire_put_container_rlimit(struct wire_writer *w, const struct container_rlimit *v);
+static void wire_free_container_rlimit(struct container_rlimit *v);
+static void wire_get_container_process(struct wire_reader *r, struct container_process *v);
+static void wire_put_container_process(struct wire_writer *w, const struct container_process *v);
+static void wire_free_container_process(struct container_process *v);
+static void wire_get_container(struct wire_reader *r, struct container *v);
+static void wire_put_container(struct wire_writer *w, const struct container *v);
+static void wire_free_container(struct container *v);
 static void wire_get_wire_message(struct wire_reader *r, struct wire_message *v);
 static void wire_put_wire_message(struct wire_writer *w, const struct wire_message *v);
 static void wire_free_wire_message(struct wire_message *v);
@@ -941,6 +1057,330 @@ static void wire_free_spawn_request(struct spawn_request *v)
 	free(v->cgroup_leave);
 }
 
+static void wire_get_joined_namespace(struct wire_reader *r, struct joined_namespace *v)
+{
+	v->type = (int64_t)wire_read_int_in(r, 0LL, INT64_MAX);
+	v->fd = (int)wire_read_int_in(r, 4LL, INT32_MAX);
+}
+
+static void wire_put_joined_namespace(struct wire_writer *w, const struct joined_namespace *v)
+{
+	wire_put_int(w, v->type);
+	wire_put_int(w, v->fd);
+}
+
+static void wire_free_joined_namespace(struct joined_namespace *v)
+{
+	(void)v;
+}
+
+static void wire_get_container_mount(struct wire_reader *r, struct container_mount *v)
+{
+	v->destination = wire_read_string(r);
+	v->type = wire_read_string(r);
+	v->source = wire_read_string(r);
+	v->flags = wire_read_uint(r);
+	v->propagation = wire_read_uint(r);
+	v->data = wire_read_string(r);
+}
+
+static void wire_put_container_mount(struct wire_writer *w, const struct container_mount *v)
+{
+	wire_put_string(w, v->destination);
+	wire_put_string(w, v->type);
+	wire_put_string(w, v->source);
+	wire_put_uint(w, v->flags);
+	wire_put_uint(w, v->propagation);
+	wire_put_string(w, v->data);
+}
+
+static void wire_free_container_mount(struct container_mount *v)
+{
+	(void)v;
+	free(v->destination);
+	free(v->type);
+	free(v->source);
+	free(v->data);
+}
+
+static void wire_get_container_device(struct wire_reader *r, struct container_device *v)
+{
+	v->path = wire_read_string(r);
+	v->type = wire_read_string(r);
+	v->major = (int64_t)wire_read_int_in(r, 0LL, INT64_MAX);
+	v->minor = (int64_t)wire_read_int_in(r, 0LL, INT64_MAX);
+	v->mode = (uint32_t)wire_read_uint_at_most(r, 4294967295ULL);
+	v->uid = (uint32_t)wire_read_uint_at_most(r, 4294967295ULL);
+	v->gid = (uint32_t)wire_read_uint_at_most(r, 4294967295ULL);
+}
+
+static void wire_put_container_device(struct wire_writer *w, const struct container_device *v)
+{
+	wire_put_string(w, v->path);
+	wire_put_string(w, v->type);
+	wire_put_int(w, v->major);
+	wire_put_int(w, v->minor);
+	wire_put_uint(w, v->mode);
+	wire_put_uint(w, v->uid);
+	wire_put_uint(w, v->gid);
+}
+
+static void wire_free_container_device(struct container_device *v)
+{
+	(void)v;
+	free(v->path);
+	free(v->type);
+}
+
+static void wire_get_container_sysctl(struct wire_reader *r, struct container_sysctl *v)
+{
+	v->key = wire_read_string(r);
+	v->value = wire_read_string(r);
+}
+
+static void wire_put_container_sysctl(struct wire_writer *w, const struct container_sysctl *v)
+{
+	wire_put_string(w, v->key);
+	wire_put_string(w, v->value);
+}
+
+static void wire_free_container_sysctl(struct container_sysctl *v)
+{
+	(void)v;
+	free(v->key);
+	free(v->value);
+}
+
+static void wire_get_container_rlimit(struct wire_reader *r, struct container_rlimit *v)
+{
+	v->type = (int)wire_read_int_in(r, 0LL, 15LL);
+	v->soft = wire_read_uint(r);
+	v->hard = wire_read_uint(r);
+}
+
+static void wire_put_container_rlimit(struct wire_writer *w, const struct container_rlimit *v)
+{
+	wire_put_int(w, v->type);
+	wire_put_uint(w, v->soft);
+	wire_put_uint(w, v->hard);
+}
+
+static void wire_free_container_rlimit(struct container_rlimit *v)
+{
+	(void)v;
+}
+
+static void wire_get_container_process(struct wire_reader *r, struct container_process *v)
+{
+	v->nargs = wire_read_count(r, 1);
+	v->args = wire_alloc(v->nargs + 1, sizeof(*v->args));
+	for (size_t i = 0; i < v->nargs; i++) {
+		v->args[i] = wire_read_string(r);
+	}
+	v->nenv = wire_read_count(r, 1);
+	v->env = wire_alloc(v->nenv + 1, sizeof(*v->env));
+	for (size_t i = 0; i < v->nenv; i++) {
+		v->env[i] = wire_read_string(r);
+	}
+	v->cwd = wire_read_string(r);
+	v->uid = (uint32_t)wire_read_uint_at_most(r, 4294967295ULL);
+	v->gid = (uint32_t)wire_read_uint_at_most(r, 4294967295ULL);
+	v->nadditional_gids = wire_read_count(r, 1);
+	v->additional_gids = wire_alloc(v->nadditional_gids + 1, sizeof(*v->additional_gids));
+	for (size_t i = 0; i < v->nadditional_gids; i++) {
+		v->additional_gids[i] = (uint32_t)wire_read_uint_at_most(r, 4294967295ULL);
+	}
+	v->set_umask = wire_read_bool(r);
+	v->umask = (uint32_t)wire_read_uint_at_most(r, 511ULL);
+	v->nrlimits = wire_read_count(r, 3);
+	v->rlimits = wire_alloc(v->nrlimits + 1, sizeof(*v->rlimits));
+	for (size_t i = 0; i < v->nrlimits; i++) {
+		wire_get_container_rlimit(r, &v->rlimits[i]);
+	}
+	v->bounding = wire_read_uint(r);
+	v->effective = wire_read_uint(r);
+	v->inheritable = wire_read_uint(r);
+	v->permitted = wire_read_uint(r);
+	v->ambient = wire_read_uint(r);
+	v->no_new_privileges = wire_read_bool(r);
+	v->set_oom_score_adj = wire_read_bool(r);
+	v->oom_score_adj = (int)wire_read_int_in(r, -1000LL, 1000LL);
+	v->terminal = wire_read_bool(r);
+}
+
+static void wire_put_container_process(struct wire_writer *w, const struct container_process *v)
+{
+	wire_put_uint(w, v->nargs);
+	for (size_t i = 0; i < v->nargs; i++) {
+		wire_put_string(w, v->args[i]);
+	}
+	wire_put_uint(w, v->nenv);
+	for (size_t i = 0; i < v->nenv; i++) {
+		wire_put_string(w, v->env[i]);
+	}
+	wire_put_string(w, v->cwd);
+	wire_put_uint(w, v->uid);
+	wire_put_uint(w, v->gid);
+	wire_put_uint(w, v->nadditional_gids);
+	for (size_t i = 0; i < v->nadditional_gids; i++) {
+		wire_put_uint(w, v->additional_gids[i]);
+	}
+	wire_put_bool(w, v->set_umask);
+	wire_put_uint(w, v->umask);
+	wire_put_uint(w, v->nrlimits);
+	for (size_t i = 0; i < v->nrlimits; i++) {
+		wire_put_container_rlimit(w, &v->rlimits[i]);
+	}
+	wire_put_uint(w, v->bounding);
+	wire_put_uint(w, v->effective);
+	wire_put_uint(w, v->inheritable);
+	wire_put_uint(w, v->permitted);
+	wire_put_uint(w, v->ambient);
+	wire_put_bool(w, v->no_new_privileges);
+	wire_put_bool(w, v->set_oom_score_adj);
+	wire_put_int(w, v->oom_score_adj);
+	wire_put_bool(w, v->terminal);
+}
+
+static void wire_free_container_process(struct container_process *v)
+{
+	(void)v;
+	for (size_t i = 0; v->args != NULL && i < v->nargs; i++) {
+		free(v->args[i]);
+	}
+	free(v->args);
+	for (size_t i = 0; v->env != NULL && i < v->nenv; i++) {
+		free(v->env[i]);
+	}
+	free(v->env);
+	free(v->cwd);
+	free(v->additional_gids);
+	for (size_t i = 0; v->rlimits != NULL && i < v->nrlimits; i++) {
+		wire_free_container_rlimit(&v->rlimits[i]);
+	}
+	free(v->rlimits);
+}
+
+static void wire_get_container(struct wire_reader *r, struct container *v)
+{
+	v->njoin = wire_read_count(r, 2);
+	v->join = wire_alloc(v->njoin + 1, sizeof(*v->join));
+	for (size_t i = 0; i < v->njoin; i++) {
+		wire_get_joined_namespace(r, &v->join[i]);
+	}
+	v->new = (int64_t)wire_read_int_in(r, 0LL, INT64_MAX);
+	v->rootfs = wire_read_string(r);
+	v->rootfs_dev = wire_read_uint(r);
+	v->rootfs_ino = wire_read_uint(r);
+	v->rootfs_read_only = wire_read_bool(r);
+	v->root_propagation = wire_read_uint(r);
+	v->nmounts = wire_read_count(r, 6);
+	v->mounts = wire_alloc(v->nmounts + 1, sizeof(*v->mounts));
+	for (size_t i = 0; i < v->nmounts; i++) {
+		wire_get_container_mount(r, &v->mounts[i]);
+	}
+	v->set_hostname = wire_read_bool(r);
+	v->hostname = wire_read_string(r);
+	v->domainname = wire_read_string(r);
+	v->nmasked_paths = wire_read_count(r, 1);
+	v->masked_paths = wire_alloc(v->nmasked_paths + 1, sizeof(*v->masked_paths));
+	for (size_t i = 0; i < v->nmasked_paths; i++) {
+		v->masked_paths[i] = wire_read_string(r);
+	}
+	v->nreadonly_paths = wire_read_count(r, 1);
+	v->readonly_paths = wire_alloc(v->nreadonly_paths + 1, sizeof(*v->readonly_paths));
+	for (size_t i = 0; i < v->nreadonly_paths; i++) {
+		v->readonly_paths[i] = wire_read_string(r);
+	}
+	v->ndevices = wire_read_count(r, 7);
+	v->devices = wire_alloc(v->ndevices + 1, sizeof(*v->devices));
+	for (size_t i = 0; i < v->ndevices; i++) {
+		wire_get_container_device(r, &v->devices[i]);
+	}
+	v->nsysctl = wire_read_count(r, 2);
+	v->sysctl = wire_alloc(v->nsysctl + 1, sizeof(*v->sysctl));
+	for (size_t i = 0; i < v->nsysctl; i++) {
+		wire_get_container_sysctl(r, &v->sysctl[i]);
+	}
+	wire_get_container_process(r, &v->process);
+	wire_get_filter(r, &v->seccomp);
+	v->exec_fifo_fd = (int)wire_read_int_in(r, -1LL, INT32_MAX);
+}
+
+static void wire_put_container(struct wire_writer *w, const struct container *v)
+{
+	wire_put_uint(w, v->njoin);
+	for (size_t i = 0; i < v->njoin; i++) {
+		wire_put_joined_namespace(w, &v->join[i]);
+	}
+	wire_put_int(w, v->new);
+	wire_put_string(w, v->rootfs);
+	wire_put_uint(w, v->rootfs_dev);
+	wire_put_uint(w, v->rootfs_ino);
+	wire_put_bool(w, v->rootfs_read_only);
+	wire_put_uint(w, v->root_propagation);
+	wire_put_uint(w, v->nmounts);
+	for (size_t i = 0; i < v->nmounts; i++) {
+		wire_put_container_mount(w, &v->mounts[i]);
+	}
+	wire_put_bool(w, v->set_hostname);
+	wire_put_string(w, v->hostname);
+	wire_put_string(w, v->domainname);
+	wire_put_uint(w, v->nmasked_paths);
+	for (size_t i = 0; i < v->nmasked_paths; i++) {
+		wire_put_string(w, v->masked_paths[i]);
+	}
+	wire_put_uint(w, v->nreadonly_paths);
+	for (size_t i = 0; i < v->nreadonly_paths; i++) {
+		wire_put_string(w, v->readonly_paths[i]);
+	}
+	wire_put_uint(w, v->ndevices);
+	for (size_t i = 0; i < v->ndevices; i++) {
+		wire_put_container_device(w, &v->devices[i]);
+	}
+	wire_put_uint(w, v->nsysctl);
+	for (size_t i = 0; i < v->nsysctl; i++) {
+		wire_put_container_sysctl(w, &v->sysctl[i]);
+	}
+	wire_put_container_process(w, &v->process);
+	wire_put_filter(w, &v->seccomp);
+	wire_put_int(w, v->exec_fifo_fd);
+}
+
+static void wire_free_container(struct container *v)
+{
+	(void)v;
+	for (size_t i = 0; v->join != NULL && i < v->njoin; i++) {
+		wire_free_joined_namespace(&v->join[i]);
+	}
+	free(v->join);
+	free(v->rootfs);
+	for (size_t i = 0; v->mounts != NULL && i < v->nmounts; i++) {
+		wire_free_container_mount(&v->mounts[i]);
+	}
+	free(v->mounts);
+	free(v->hostname);
+	free(v->domainname);
+	for (size_t i = 0; v->masked_paths != NULL && i < v->nmasked_paths; i++) {
+		free(v->masked_paths[i]);
+	}
+	free(v->masked_paths);
+	for (size_t i = 0; v->readonly_paths != NULL && i < v->nreadonly_paths; i++) {
+		free(v->readonly_paths[i]);
+	}
+	free(v->readonly_paths);
+	for (size_t i = 0; v->devices != NULL && i < v->ndevices; i++) {
+		wire_free_container_device(&v->devices[i]);
+	}
+	free(v->devices);
+	for (size_t i = 0; v->sysctl != NULL && i < v->nsysctl; i++) {
+		wire_free_container_sysctl(&v->sysctl[i]);
+	}
+	free(v->sysctl);
+	wire_free_container_process(&v->process);
+	wire_free_filter(&v->seccomp);
+}
+
 static void wire_get_wire_message(struct wire_reader *r, struct wire_message *v)
 {
 	v->kind = wire_read_string(r);
@@ -971,6 +1411,10 @@ static void wire_get_wire_message(struct wire_reader *r, struct wire_message *v)
 		v->spawn = wire_alloc(1, sizeof(*v->spawn));
 		wire_get_spawn_request(r, v->spawn);
 	}
+	if (wire_read_bool(r)) {
+		v->container = wire_alloc(1, sizeof(*v->container));
+		wire_get_container(r, v->container);
+	}
 }
 
 static void wire_put_wire_message(struct wire_writer *w, const struct wire_message *v)
@@ -1000,6 +1444,9 @@ static void wire_put_wire_message(struct wire_writer *w, const struct wire_messa
 	wire_put_bool(w, v->spawn != NULL);
 	if (v->spawn != NULL)
 		wire_put_spawn_request(w, v->spawn);
+	wire_put_bool(w, v->container != NULL);
+	if (v->container != NULL)
+		wire_put_container(w, v->container);
 }
 
 static void wire_free_wire_message(struct wire_message *v)
@@ -1017,6 +1464,9 @@ static void wire_free_wire_message(struct wire_message *v)
 	if (v->spawn != NULL)
 		wire_free_spawn_request(v->spawn);
 	free(v->spawn);
+	if (v->container != NULL)
+		wire_free_container(v->container);
+	free(v->container);
 }
 
 /*
@@ -1062,6 +1512,13 @@ static void wire_print_file_spec(FILE *out, const char *path, const struct file_
 static void wire_print_config(FILE *out, const char *path, const struct config *v);
 static void wire_print_id_map(FILE *out, const char *path, const struct id_map *v);
 static void wire_print_spawn_request(FILE *out, const char *path, const struct spawn_request *v);
+static void wire_print_joined_namespace(FILE *out, const char *path, const struct joined_namespace *v);
+static void wire_print_container_mount(FILE *out, const char *path, const struct container_mount *v);
+static void wire_print_container_device(FILE *out, const char *path, const struct container_device *v);
+static void wire_print_container_sysctl(FILE *out, const char *path, const struct container_sysctl *v);
+static void wire_print_container_rlimit(FILE *out, const char *path, const struct container_rlimit *v);
+static void wire_print_container_process(FILE *out, const char *path, const struct container_process *v);
+static void wire_print_container(FILE *out, const char *path, const struct container *v);
 static void wire_print_wire_message(FILE *out, const char *path, const struct wire_message *v);
 
 static void wire_print_layer(FILE *out, const char *path, const struct layer *v)
@@ -1361,6 +1818,193 @@ static void wire_print_spawn_request(FILE *out, const char *path, const struct s
 	fprintf(out, "%s=%lld\n", key, (long long)v->owner);
 }
 
+static void wire_print_joined_namespace(FILE *out, const char *path, const struct joined_namespace *v)
+{
+	char key[WIRE_KEY_MAX];
+	wire_key(key, sizeof(key), path, ".Type", -1);
+	fprintf(out, "%s=%lld\n", key, (long long)v->type);
+	wire_key(key, sizeof(key), path, ".FD", -1);
+	fprintf(out, "%s=%lld\n", key, (long long)v->fd);
+}
+
+static void wire_print_container_mount(FILE *out, const char *path, const struct container_mount *v)
+{
+	char key[WIRE_KEY_MAX];
+	wire_key(key, sizeof(key), path, ".Destination", -1);
+	wire_print_hex(out, key, "s:", (const unsigned char *)v->destination, strlen(v->destination));
+	wire_key(key, sizeof(key), path, ".Type", -1);
+	wire_print_hex(out, key, "s:", (const unsigned char *)v->type, strlen(v->type));
+	wire_key(key, sizeof(key), path, ".Source", -1);
+	wire_print_hex(out, key, "s:", (const unsigned char *)v->source, strlen(v->source));
+	wire_key(key, sizeof(key), path, ".Flags", -1);
+	fprintf(out, "%s=%llu\n", key, (unsigned long long)v->flags);
+	wire_key(key, sizeof(key), path, ".Propagation", -1);
+	fprintf(out, "%s=%llu\n", key, (unsigned long long)v->propagation);
+	wire_key(key, sizeof(key), path, ".Data", -1);
+	wire_print_hex(out, key, "s:", (const unsigned char *)v->data, strlen(v->data));
+}
+
+static void wire_print_container_device(FILE *out, const char *path, const struct container_device *v)
+{
+	char key[WIRE_KEY_MAX];
+	wire_key(key, sizeof(key), path, ".Path", -1);
+	wire_print_hex(out, key, "s:", (const unsigned char *)v->path, strlen(v->path));
+	wire_key(key, sizeof(key), path, ".Type", -1);
+	wire_print_hex(out, key, "s:", (const unsigned char *)v->type, strlen(v->type));
+	wire_key(key, sizeof(key), path, ".Major", -1);
+	fprintf(out, "%s=%lld\n", key, (long long)v->major);
+	wire_key(key, sizeof(key), path, ".Minor", -1);
+	fprintf(out, "%s=%lld\n", key, (long long)v->minor);
+	wire_key(key, sizeof(key), path, ".Mode", -1);
+	fprintf(out, "%s=%llu\n", key, (unsigned long long)v->mode);
+	wire_key(key, sizeof(key), path, ".UID", -1);
+	fprintf(out, "%s=%llu\n", key, (unsigned long long)v->uid);
+	wire_key(key, sizeof(key), path, ".GID", -1);
+	fprintf(out, "%s=%llu\n", key, (unsigned long long)v->gid);
+}
+
+static void wire_print_container_sysctl(FILE *out, const char *path, const struct container_sysctl *v)
+{
+	char key[WIRE_KEY_MAX];
+	wire_key(key, sizeof(key), path, ".Key", -1);
+	wire_print_hex(out, key, "s:", (const unsigned char *)v->key, strlen(v->key));
+	wire_key(key, sizeof(key), path, ".Value", -1);
+	wire_print_hex(out, key, "s:", (const unsigned char *)v->value, strlen(v->value));
+}
+
+static void wire_print_container_rlimit(FILE *out, const char *path, const struct container_rlimit *v)
+{
+	char key[WIRE_KEY_MAX];
+	wire_key(key, sizeof(key), path, ".Type", -1);
+	fprintf(out, "%s=%lld\n", key, (long long)v->type);
+	wire_key(key, sizeof(key), path, ".Soft", -1);
+	fprintf(out, "%s=%llu\n", key, (unsigned long long)v->soft);
+	wire_key(key, sizeof(key), path, ".Hard", -1);
+	fprintf(out, "%s=%llu\n", key, (unsigned long long)v->hard);
+}
+
+static void wire_print_container_process(FILE *out, const char *path, const struct container_process *v)
+{
+	char key[WIRE_KEY_MAX];
+	wire_key(key, sizeof(key), path, ".Args", -1);
+	fprintf(out, "%s.len=%zu\n", key, v->nargs);
+	for (size_t i = 0; i < v->nargs; i++) {
+		wire_key(key, sizeof(key), path, ".Args", (long long)i);
+		wire_print_hex(out, key, "s:", (const unsigned char *)v->args[i], strlen(v->args[i]));
+	}
+	wire_key(key, sizeof(key), path, ".Env", -1);
+	fprintf(out, "%s.len=%zu\n", key, v->nenv);
+	for (size_t i = 0; i < v->nenv; i++) {
+		wire_key(key, sizeof(key), path, ".Env", (long long)i);
+		wire_print_hex(out, key, "s:", (const unsigned char *)v->env[i], strlen(v->env[i]));
+	}
+	wire_key(key, sizeof(key), path, ".Cwd", -1);
+	wire_print_hex(out, key, "s:", (const unsigned char *)v->cwd, strlen(v->cwd));
+	wire_key(key, sizeof(key), path, ".UID", -1);
+	fprintf(out, "%s=%llu\n", key, (unsigned long long)v->uid);
+	wire_key(key, sizeof(key), path, ".GID", -1);
+	fprintf(out, "%s=%llu\n", key, (unsigned long long)v->gid);
+	wire_key(key, sizeof(key), path, ".AdditionalGIDs", -1);
+	fprintf(out, "%s.len=%zu\n", key, v->nadditional_gids);
+	for (size_t i = 0; i < v->nadditional_gids; i++) {
+		wire_key(key, sizeof(key), path, ".AdditionalGIDs", (long long)i);
+		fprintf(out, "%s=%llu\n", key, (unsigned long long)v->additional_gids[i]);
+	}
+	wire_key(key, sizeof(key), path, ".SetUmask", -1);
+	fprintf(out, "%s=%d\n", key, v->set_umask ? 1 : 0);
+	wire_key(key, sizeof(key), path, ".Umask", -1);
+	fprintf(out, "%s=%llu\n", key, (unsigned long long)v->umask);
+	wire_key(key, sizeof(key), path, ".Rlimits", -1);
+	fprintf(out, "%s.len=%zu\n", key, v->nrlimits);
+	for (size_t i = 0; i < v->nrlimits; i++) {
+		wire_key(key, sizeof(key), path, ".Rlimits", (long long)i);
+		wire_print_container_rlimit(out, key, &v->rlimits[i]);
+	}
+	wire_key(key, sizeof(key), path, ".Bounding", -1);
+	fprintf(out, "%s=%llu\n", key, (unsigned long long)v->bounding);
+	wire_key(key, sizeof(key), path, ".Effective", -1);
+	fprintf(out, "%s=%llu\n", key, (unsigned long long)v->effective);
+	wire_key(key, sizeof(key), path, ".Inheritable", -1);
+	fprintf(out, "%s=%llu\n", key, (unsigned long long)v->inheritable);
+	wire_key(key, sizeof(key), path, ".Permitted", -1);
+	fprintf(out, "%s=%llu\n", key, (unsigned long long)v->permitted);
+	wire_key(key, sizeof(key), path, ".Ambient", -1);
+	fprintf(out, "%s=%llu\n", key, (unsigned long long)v->ambient);
+	wire_key(key, sizeof(key), path, ".NoNewPrivileges", -1);
+	fprintf(out, "%s=%d\n", key, v->no_new_privileges ? 1 : 0);
+	wire_key(key, sizeof(key), path, ".SetOOMScoreAdj", -1);
+	fprintf(out, "%s=%d\n", key, v->set_oom_score_adj ? 1 : 0);
+	wire_key(key, sizeof(key), path, ".OOMScoreAdj", -1);
+	fprintf(out, "%s=%lld\n", key, (long long)v->oom_score_adj);
+	wire_key(key, sizeof(key), path, ".Terminal", -1);
+	fprintf(out, "%s=%d\n", key, v->terminal ? 1 : 0);
+}
+
+static void wire_print_container(FILE *out, const char *path, const struct container *v)
+{
+	char key[WIRE_KEY_MAX];
+	wire_key(key, sizeof(key), path, ".Join", -1);
+	fprintf(out, "%s.len=%zu\n", key, v->njoin);
+	for (size_t i = 0; i < v->njoin; i++) {
+		wire_key(key, sizeof(key), path, ".Join", (long long)i);
+		wire_print_joined_namespace(out, key, &v->join[i]);
+	}
+	wire_key(key, sizeof(key), path, ".New", -1);
+	fprintf(out, "%s=%lld\n", key, (long long)v->new);
+	wire_key(key, sizeof(key), path, ".Rootfs", -1);
+	wire_print_hex(out, key, "s:", (const unsigned char *)v->rootfs, strlen(v->rootfs));
+	wire_key(key, sizeof(key), path, ".RootfsDev", -1);
+	fprintf(out, "%s=%llu\n", key, (unsigned long long)v->rootfs_dev);
+	wire_key(key, sizeof(key), path, ".RootfsIno", -1);
+	fprintf(out, "%s=%llu\n", key, (unsigned long long)v->rootfs_ino);
+	wire_key(key, sizeof(key), path, ".RootfsReadOnly", -1);
+	fprintf(out, "%s=%d\n", key, v->rootfs_read_only ? 1 : 0);
+	wire_key(key, sizeof(key), path, ".RootPropagation", -1);
+	fprintf(out, "%s=%llu\n", key, (unsigned long long)v->root_propagation);
+	wire_key(key, sizeof(key), path, ".Mounts", -1);
+	fprintf(out, "%s.len=%zu\n", key, v->nmounts);
+	for (size_t i = 0; i < v->nmounts; i++) {
+		wire_key(key, sizeof(key), path, ".Mounts", (long long)i);
+		wire_print_container_mount(out, key, &v->mounts[i]);
+	}
+	wire_key(key, sizeof(key), path, ".SetHostname", -1);
+	fprintf(out, "%s=%d\n", key, v->set_hostname ? 1 : 0);
+	wire_key(key, sizeof(key), path, ".Hostname", -1);
+	wire_print_hex(out, key, "s:", (const unsigned char *)v->hostname, strlen(v->hostname));
+	wire_key(key, sizeof(key), path, ".Domainname", -1);
+	wire_print_hex(out, key, "s:", (const unsigned char *)v->domainname, strlen(v->domainname));
+	wire_key(key, sizeof(key), path, ".MaskedPaths", -1);
+	fprintf(out, "%s.len=%zu\n", key, v->nmasked_paths);
+	for (size_t i = 0; i < v->nmasked_paths; i++) {
+		wire_key(key, sizeof(key), path, ".MaskedPaths", (long long)i);
+		wire_print_hex(out, key, "s:", (const unsigned char *)v->masked_paths[i], strlen(v->masked_paths[i]));
+	}
+	wire_key(key, sizeof(key), path, ".ReadonlyPaths", -1);
+	fprintf(out, "%s.len=%zu\n", key, v->nreadonly_paths);
+	for (size_t i = 0; i < v->nreadonly_paths; i++) {
+		wire_key(key, sizeof(key), path, ".ReadonlyPaths", (long long)i);
+		wire_print_hex(out, key, "s:", (const unsigned char *)v->readonly_paths[i], strlen(v->readonly_paths[i]));
+	}
+	wire_key(key, sizeof(key), path, ".Devices", -1);
+	fprintf(out, "%s.len=%zu\n", key, v->ndevices);
+	for (size_t i = 0; i < v->ndevices; i++) {
+		wire_key(key, sizeof(key), path, ".Devices", (long long)i);
+		wire_print_container_device(out, key, &v->devices[i]);
+	}
+	wire_key(key, sizeof(key), path, ".Sysctl", -1);
+	fprintf(out, "%s.len=%zu\n", key, v->nsysctl);
+	for (size_t i = 0; i < v->nsysctl; i++) {
+		wire_key(key, sizeof(key), path, ".Sysctl", (long long)i);
+		wire_print_container_sysctl(out, key, &v->sysctl[i]);
+	}
+	wire_key(key, sizeof(key), path, ".Process", -1);
+	wire_print_container_process(out, key, &v->process);
+	wire_key(key, sizeof(key), path, ".Seccomp", -1);
+	wire_print_filter(out, key, &v->seccomp);
+	wire_key(key, sizeof(key), path, ".ExecFifoFD", -1);
+	fprintf(out, "%s=%lld\n", key, (long long)v->exec_fifo_fd);
+}
+
 static void wire_print_wire_message(FILE *out, const char *path, const struct wire_message *v)
 {
 	char key[WIRE_KEY_MAX];
@@ -1409,6 +2053,11 @@ static void wire_print_wire_message(FILE *out, const char *path, const struct wi
 	wire_key(key, sizeof(key), path, ".Spawn", -1);
 	if (v->spawn != NULL)
 		wire_print_spawn_request(out, key, v->spawn);
+	else
+		fprintf(out, "%s=nil\n", key);
+	wire_key(key, sizeof(key), path, ".Container", -1);
+	if (v->container != NULL)
+		wire_print_container(out, key, v->container);
 	else
 		fprintf(out, "%s=nil\n", key);
 }

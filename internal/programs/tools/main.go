@@ -11,6 +11,8 @@
 //	tools image pull REF [--max-size SIZE] [--max-layer-size SIZE] [--quiet] [--progress]
 //	                          --progress: progress on stdout, whatever it
 //	                          is (a run's pull: jail keeps stderr for the error)
+//	tools oci seccomp         a bundle's linux.seccomp (JSON) on stdin: its
+//	                          compiled filter on stdout (filter.Filter)
 //	tools mapped image import|pull|rm|prune ...
 //	                          the same in a user namespace mapped with the
 //	                          caller's subordinate ids (programs.RunToolsMapped),
@@ -66,6 +68,8 @@ func main() {
 		os.Exit(mappedCommand(os.Args[2:]))
 	case "net":
 		os.Exit(netCommand(os.Args[2:]))
+	case "oci":
+		os.Exit(ociCommand(os.Args[2:]))
 	}
 	os.Exit(fail("tools: unknown command %q", os.Args[1]))
 }

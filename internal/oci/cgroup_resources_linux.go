@@ -1,0 +1,255 @@
+package oci
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/jail-sandbox/jail/cgroups/cgroupfile"
+)
+
+// cgroupWrite is one control file and what goes in it.
+type cgroupWrite struct {
+	dir, file, value string
+}
+
+// apply writes r's limits (validateResources allowed them).
+func (cg *Cgroup) apply(r *specs.LinuxResources) error {
+	if r == nil {
+		return nil
+	}
+	var writes []cgroupWrite
+	var err error
+	if cg.V2 {
+		writes, err = cg.v2Writes(r)
+	} else {
+		writes, err = cg.v1Writes(r)
+	}
+	if err != nil {
+		return err
+	}
+	for _, w := range writes {
+		if err := cgroupfile.Write(filepath.Join(w.dir, w.file), w.value); err != nil {
+			return fmt.Errorf("set %s: %w", w.file, err)
+		}
+	}
+	return nil
+}
+
+// need returns the directory of hierarchy h, or an error naming what
+// needs it.
+func (cg *Cgroup) need(h, what string) (string, error) {
+	if d := cg.dir(h); d != "" {
+		return d, nil
+	}
+	return "", fmt.Errorf("%s needs the %s cgroup controller, which this host has not mounted", what, h)
+}
+
+func limitValue(v int64, unlimited string) string {
+	if v == -1 {
+		return unlimited
+	}
+	return strconv.FormatInt(v, 10)
+}
+
+// v1Writes are r's files on v1, in runc's order: the memory limit before
+// memory+swap (which may not be below it), the CFS period before the
+// quota.
+func (cg *Cgroup) v1Writes(r *specs.LinuxResources) ([]cgroupWrite, error) {
+	var out []cgroupWrite
+	if m := r.Memory; m != nil {
+		dir, err := cg.need("memory", "linux.resources.memory")
+		if err != nil {
+			return nil, err
+		}
+		if m.Limit != nil && *m.Limit != 0 {
+			out = append(out, cgroupWrite{dir, "memory.limit_in_bytes", limitValue(*m.Limit, "-1")})
+		}
+		if m.Swap != nil && *m.Swap != 0 {
+			if _, err := os.Stat(filepath.Join(dir, "memory.memsw.limit_in_bytes")); err != nil {
+				return nil, errors.New("linux.resources.memory.swap: this kernel does not account swap (memory.memsw)")
+			}
+			out = append(out, cgroupWrite{dir, "memory.memsw.limit_in_bytes", limitValue(*m.Swap, "-1")})
+		}
+		if m.Reservation != nil && *m.Reservation != 0 {
+			out = append(out, cgroupWrite{dir, "memory.soft_limit_in_bytes", limitValue(*m.Reservation, "-1")})
+		}
+	}
+	if c := r.CPU; c != nil {
+		if c.Shares != nil || c.Period != nil || c.Quota != nil {
+			dir, err := cg.need("cpu", "linux.resources.cpu")
+			if err != nil {
+				return nil, err
+			}
+			if c.Shares != nil && *c.Shares != 0 {
+				out = append(out, cgroupWrite{dir, "cpu.shares", strconv.FormatUint(*c.Shares, 10)})
+			}
+			if c.Period != nil && *c.Period != 0 {
+				out = append(out, cgroupWrite{dir, "cpu.cfs_period_us", strconv.FormatUint(*c.Period, 10)})
+			}
+			if c.Quota != nil && *c.Quota != 0 {
+				out = append(out, cgroupWrite{dir, "cpu.cfs_quota_us", strconv.FormatInt(*c.Quota, 10)})
+			}
+		}
+		if c.Cpus != "" || c.Mems != "" {
+			dir, err := cg.need("cpuset", "linux.resources.cpu.cpus and mems")
+			if err != nil {
+				return nil, err
+			}
+			if c.Cpus != "" {
+				out = append(out, cgroupWrite{dir, "cpuset.cpus", c.Cpus})
+			}
+			if c.Mems != "" {
+				out = append(out, cgroupWrite{dir, "cpuset.mems", c.Mems})
+			}
+		}
+	}
+	if p := r.Pids; p != nil && p.Limit != nil && *p.Limit != 0 {
+		dir, err := cg.need("pids", "linux.resources.pids")
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, cgroupWrite{dir, "pids.max", pidsValue(*p.Limit)})
+	}
+	if len(r.HugepageLimits) > 0 {
+		dir, err := cg.need("hugetlb", "linux.resources.hugepageLimits")
+		if err != nil {
+			return nil, err
+		}
+		for _, h := range r.HugepageLimits {
+			out = append(out, cgroupWrite{dir, "hugetlb." + h.Pagesize + ".limit_in_bytes", strconv.FormatUint(h.Limit, 10)})
+		}
+	}
+	if len(r.Devices) > 0 {
+		dir, err := cg.need("devices", "linux.resources.devices")
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range r.Devices {
+			file := "devices.deny"
+			if d.Allow {
+				file = "devices.allow"
+			}
+			out = append(out, cgroupWrite{dir, file, deviceRule(d)})
+		}
+	}
+	return out, nil
+}
+
+// pidsValue: -1 (or any negative) is no limit.
+func pidsValue(n int64) string {
+	if n < 0 {
+		return "max"
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// deviceRule is a v1 devices.allow/deny line: "TYPE MAJOR:MINOR ACCESS",
+// "a" alone for every device.
+func deviceRule(d specs.LinuxDeviceCgroup) string {
+	t := d.Type
+	if t == "" {
+		t = "a"
+	}
+	access := d.Access
+	if access == "" {
+		access = "rwm"
+	}
+	if t == "a" && d.Major == nil && d.Minor == nil && access == "rwm" {
+		return "a"
+	}
+	num := func(p *int64) string {
+		if p == nil || *p == -1 {
+			return "*"
+		}
+		return strconv.FormatInt(*p, 10)
+	}
+	return fmt.Sprintf("%s %s:%s %s", t, num(d.Major), num(d.Minor), access)
+}
+
+// v2Writes are r's files on v2, converted as runc converts them: swap is
+// memory+swap in the spec and swap alone in memory.swap.max, shares become
+// a weight.
+func (cg *Cgroup) v2Writes(r *specs.LinuxResources) ([]cgroupWrite, error) {
+	dir := cg.Paths[0]
+	var out []cgroupWrite
+	if len(r.Devices) > 0 {
+		return nil, errors.New("linux.resources.devices: device rules on cgroup v2 need an eBPF program, which jail does not load yet")
+	}
+	if m := r.Memory; m != nil {
+		if m.Swap != nil && *m.Swap != 0 {
+			swap := "max"
+			if *m.Swap > 0 {
+				swap = strconv.FormatInt(*m.Swap-*m.Limit, 10)
+			}
+			out = append(out, cgroupWrite{dir, "memory.swap.max", swap})
+		}
+		if m.Limit != nil && *m.Limit != 0 {
+			out = append(out, cgroupWrite{dir, "memory.max", limitValue(*m.Limit, "max")})
+		}
+		if m.Reservation != nil && *m.Reservation != 0 {
+			out = append(out, cgroupWrite{dir, "memory.low", limitValue(*m.Reservation, "max")})
+		}
+	}
+	if c := r.CPU; c != nil {
+		if c.Shares != nil && *c.Shares != 0 {
+			out = append(out, cgroupWrite{dir, "cpu.weight", strconv.FormatUint(sharesToWeight(*c.Shares), 10)})
+		}
+		if c.Quota != nil && *c.Quota != 0 || c.Period != nil && *c.Period != 0 {
+			quota, period := "max", uint64(100000)
+			if c.Quota != nil && *c.Quota > 0 {
+				quota = strconv.FormatInt(*c.Quota, 10)
+			}
+			if c.Period != nil && *c.Period != 0 {
+				period = *c.Period
+			}
+			out = append(out, cgroupWrite{dir, "cpu.max", quota + " " + strconv.FormatUint(period, 10)})
+		}
+		if c.Cpus != "" {
+			out = append(out, cgroupWrite{dir, "cpuset.cpus", c.Cpus})
+		}
+		if c.Mems != "" {
+			out = append(out, cgroupWrite{dir, "cpuset.mems", c.Mems})
+		}
+	}
+	if p := r.Pids; p != nil && p.Limit != nil && *p.Limit != 0 {
+		out = append(out, cgroupWrite{dir, "pids.max", pidsValue(*p.Limit)})
+	}
+	for _, h := range r.HugepageLimits {
+		out = append(out, cgroupWrite{dir, "hugetlb." + h.Pagesize + ".max", strconv.FormatUint(h.Limit, 10)})
+	}
+	return out, nil
+}
+
+// sharesToWeight is runc's conversion of cpu.shares (2..262144) to
+// cpu.weight (1..10000).
+func sharesToWeight(shares uint64) uint64 {
+	if shares == 0 {
+		return 0
+	}
+	if shares < 2 {
+		shares = 2
+	}
+	if shares > 262144 {
+		shares = 262144
+	}
+	return 1 + ((shares-2)*9999)/262142
+}
+
+// Update writes new resources into an existing cgroup (jail oci update).
+func (cg *Cgroup) Update(r *specs.LinuxResources) error {
+	if err := validateResources(r); err != nil {
+		return err
+	}
+	if len(cg.Paths) == 0 {
+		return errors.New("oci: the container has no cgroup")
+	}
+	if err := cg.apply(r); err != nil {
+		return fmt.Errorf("oci: cgroup: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,167 @@
+package oci
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/jail-sandbox/jail/cgroups/cgroupfile"
+)
+
+// testCgroupPath is a cgroup path of this test's own, below a parent it
+// makes (and removes) at the top of each hierarchy.
+func testCgroupPath(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make cgroups")
+	}
+	return "/jail-oci-test-" + strconv.Itoa(os.Getpid()) + "/" + strings.ReplaceAll(t.Name(), "/", "-")
+}
+
+func readKnob(t *testing.T, dir, file string) string {
+	t.Helper()
+	b, err := cgroupfile.Read(filepath.Join(dir, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func TestCgroupLifecycle(t *testing.T) {
+	path := testCgroupPath(t)
+	r := &specs.LinuxResources{
+		Memory: &specs.LinuxMemory{Limit: i64(64 << 20), Reservation: i64(32 << 20)},
+		CPU:    &specs.LinuxCPU{Shares: u64(512), Quota: i64(50000), Period: u64(100000), Cpus: "0"},
+		Pids:   &specs.LinuxPids{Limit: i64(100)},
+	}
+	cg, err := NewCgroup(path, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	removed := false
+	defer func() {
+		if !removed {
+			cg.Remove()
+		}
+	}()
+	if _, err := NewCgroup(path, nil); err == nil || !strings.Contains(err.Error(), "exists already") {
+		t.Errorf("a second cgroup at the same path: %v", err)
+	}
+	if cg.V2 {
+		dir := cg.Paths[0]
+		for file, want := range map[string]string{"memory.max": "67108864", "memory.low": "33554432", "cpu.max": "50000 100000", "pids.max": "100", "cpuset.cpus": "0"} {
+			if got := readKnob(t, dir, file); got != want {
+				t.Errorf("%s: %q; want %q", file, got, want)
+			}
+		}
+	} else {
+		for _, k := range []struct{ h, file, want string }{
+			{"memory", "memory.limit_in_bytes", "67108864"}, {"memory", "memory.soft_limit_in_bytes", "33554432"},
+			{"cpu", "cpu.shares", "512"}, {"cpu", "cpu.cfs_quota_us", "50000"}, {"cpu", "cpu.cfs_period_us", "100000"},
+			{"pids", "pids.max", "100"}, {"cpuset", "cpuset.cpus", "0"},
+		} {
+			if got := readKnob(t, cg.dir(k.h), k.file); got != k.want {
+				t.Errorf("%s: %q; want %q", k.file, got, k.want)
+			}
+		}
+	}
+	cmd := exec.Command("sleep", "1000")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	if err := cg.Enter(cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	pids, err := cg.Pids()
+	if err != nil || len(pids) != 1 || pids[0] != cmd.Process.Pid || !cg.Contains(cmd.Process.Pid) || cg.Contains(os.Getpid()) {
+		t.Fatalf("pids %v %v", pids, err)
+	}
+	if err := cg.Freeze(true); err != nil {
+		t.Fatal(err)
+	}
+	if !cg.Frozen() {
+		t.Error("not frozen")
+	}
+	if err := cg.Freeze(false); err != nil || cg.Frozen() {
+		t.Fatalf("thaw: %v", err)
+	}
+	if err := cg.Update(&specs.LinuxResources{Pids: &specs.LinuxPids{Limit: i64(-1)}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := readKnob(t, cg.dir("pids"), "pids.max"); got != "max" {
+		t.Errorf("updated pids.max %q", got)
+	}
+	if err := cg.Update(&specs.LinuxResources{Unified: map[string]string{"a": "b"}}); err == nil {
+		t.Error("update with unsupported resources accepted")
+	}
+	if err := killCgroup(cg, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	// Paused then removed: removing thaws and kills.
+	if err := cg.Freeze(true); err != nil {
+		t.Fatal(err)
+	}
+	if err := cg.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	removed = true
+	for _, d := range append(cg.Paths, cg.Made...) {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("%s left: %v", d, err)
+		}
+	}
+}
+
+func TestCgroupDeviceRulesV1(t *testing.T) {
+	path := testCgroupPath(t)
+	r := &specs.LinuxResources{Devices: []specs.LinuxDeviceCgroup{
+		{Allow: false, Access: "rwm"},
+		{Allow: true, Type: "c", Major: i64(1), Minor: i64(3), Access: "rwm"},
+		{Allow: true, Type: "c", Major: i64(136), Access: "rwm"},
+	}}
+	cg, err := NewCgroup(path, r)
+	if err != nil {
+		if strings.Contains(err.Error(), "eBPF") {
+			t.Skip("cgroup v2: " + err.Error())
+		}
+		t.Fatal(err)
+	}
+	defer cg.Remove()
+	got := readKnob(t, cg.dir("devices"), "devices.list")
+	if got != "c 1:3 rwm\nc 136:* rwm" {
+		t.Errorf("devices.list %q", got)
+	}
+}
+
+func TestDeviceRule(t *testing.T) {
+	cases := []struct {
+		rule specs.LinuxDeviceCgroup
+		want string
+	}{
+		{specs.LinuxDeviceCgroup{Access: "rwm"}, "a"},
+		{specs.LinuxDeviceCgroup{Type: "a"}, "a"},
+		{specs.LinuxDeviceCgroup{Type: "c", Major: i64(1), Minor: i64(3), Access: "rw"}, "c 1:3 rw"},
+		{specs.LinuxDeviceCgroup{Type: "b", Major: i64(8), Access: "r"}, "b 8:* r"},
+		{specs.LinuxDeviceCgroup{Type: "c", Major: i64(-1), Minor: i64(-1), Access: "m"}, "c *:* m"},
+		{specs.LinuxDeviceCgroup{Type: "a", Access: "r"}, "a *:* r"},
+	}
+	for _, c := range cases {
+		if got := deviceRule(c.rule); got != c.want {
+			t.Errorf("%+v: %q; want %q", c.rule, got, c.want)
+		}
+	}
+	for shares, want := range map[uint64]uint64{2: 1, 1024: 39, 262144: 10000, 1: 1, 1 << 30: 10000} {
+		if got := sharesToWeight(shares); got != want {
+			t.Errorf("shares %d: weight %d; want %d", shares, got, want)
+		}
+	}
+}

@@ -1,0 +1,371 @@
+package oci
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+
+	"github.com/jail-sandbox/jail/internal/config"
+	"github.com/jail-sandbox/jail/internal/programs"
+	"github.com/jail-sandbox/jail/seccomp/filter"
+)
+
+// writeBundle makes a bundle directory with a rootfs and spec's
+// config.json, and returns its path.
+func writeBundle(t *testing.T, spec *specs.Spec) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "rootfs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data, err := json.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func translateBundle(t *testing.T, spec *specs.Spec, opts TranslateOptions) (*Prepared, error) {
+	t.Helper()
+	b, err := LoadBundle(writeBundle(t, spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if opts.CapLastCap == 0 {
+		opts.CapLastCap = 40
+	}
+	p, err := Translate(b, opts)
+	if p != nil {
+		t.Cleanup(p.Close)
+	}
+	return p, err
+}
+
+func TestTranslateNamespaces(t *testing.T) {
+	spec := baseSpec()
+	spec.Linux.Namespaces = []specs.LinuxNamespace{
+		{Type: "mount"}, {Type: "pid"}, {Type: "uts"},
+		{Type: "network", Path: "/proc/self/ns/net"},
+		{Type: "ipc", Path: "/proc/self/ns/ipc"},
+	}
+	p, err := translateBundle(t, spec, TranslateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := p.Container
+	if want := int64(unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWUTS); c.New != want {
+		t.Errorf("New %#x; want %#x", c.New, want)
+	}
+	// Joined in runc's order (ipc before network), numbered from 4 in the
+	// order attached.
+	want := []config.JoinedNamespace{{Type: unix.CLONE_NEWIPC, FD: 4}, {Type: unix.CLONE_NEWNET, FD: 5}}
+	if len(c.Join) != 2 || c.Join[0] != want[0] || c.Join[1] != want[1] {
+		t.Fatalf("Join %+v; want %+v", c.Join, want)
+	}
+	if len(p.Files) != 2 {
+		t.Fatalf("%d files attached", len(p.Files))
+	}
+	for i, f := range p.Files {
+		got, err := unix.IoctlRetInt(int(f.Fd()), unix.NS_GET_NSTYPE)
+		if err != nil || int64(got) != c.Join[i].Type {
+			t.Errorf("file %d: type %#x (%v)", i, got, err)
+		}
+	}
+	if fd := p.Attach(p.Files[0]); fd != 6 {
+		t.Errorf("next file is %d; want 6", fd)
+	}
+	p.Files = p.Files[:2]
+}
+
+func TestTranslateRefusesNamespaceFilesOfAnotherKind(t *testing.T) {
+	notNS := filepath.Join(t.TempDir(), "plain")
+	if err := os.WriteFile(notNS, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		ns   specs.LinuxNamespace
+		want string
+	}{
+		{specs.LinuxNamespace{Type: "network", Path: "/proc/self/ns/ipc"}, "is a namespace of another type"},
+		{specs.LinuxNamespace{Type: "pid", Path: "/proc/self/ns/pid_for_children"}, ""},
+		{specs.LinuxNamespace{Type: "uts", Path: notNS}, "is not a namespace file"},
+		{specs.LinuxNamespace{Type: "ipc", Path: "/proc/self/ns"}, "is not a namespace file"},
+		{specs.LinuxNamespace{Type: "ipc", Path: "/nonexistent/ns"}, "no such file"},
+	}
+	for _, c := range cases {
+		spec := baseSpec()
+		spec.Linux.Namespaces = []specs.LinuxNamespace{{Type: "mount"}, c.ns}
+		_, err := translateBundle(t, spec, TranslateOptions{})
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s %s: %v", c.ns.Type, c.ns.Path, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s %s: %v; want %q", c.ns.Type, c.ns.Path, err, c.want)
+		}
+	}
+}
+
+func TestTranslateRootAndMounts(t *testing.T) {
+	spec := baseSpec()
+	spec.Root.Readonly = true
+	spec.Linux.RootfsPropagation = "rprivate"
+	spec.Mounts = []specs.Mount{
+		{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
+		{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}},
+		{Destination: "/data/", Source: "data", Options: []string{"rbind", "ro", "rslave"}},
+		{Destination: "/etc/hosts", Type: "bind", Source: "hosts"},
+	}
+	dir := writeBundle(t, spec)
+	if err := os.Mkdir(filepath.Join(dir, "data"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "real-hosts"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("real-hosts", filepath.Join(dir, "hosts")); err != nil {
+		t.Fatal(err)
+	}
+	b, err := LoadBundle(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	p, err := Translate(b, TranslateOptions{CapLastCap: 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c := p.Container
+	canonical, _ := filepath.EvalSymlinks(dir)
+	var st unix.Stat_t
+	if err := unix.Stat(filepath.Join(dir, "rootfs"), &st); err != nil {
+		t.Fatal(err)
+	}
+	if c.Rootfs != filepath.Join(canonical, "rootfs") || c.RootfsDev != st.Dev || c.RootfsIno != st.Ino || !c.RootfsReadOnly {
+		t.Errorf("root %q %d %d %v; want %q %d %d true", c.Rootfs, c.RootfsDev, c.RootfsIno, c.RootfsReadOnly, filepath.Join(canonical, "rootfs"), st.Dev, st.Ino)
+	}
+	if c.RootPropagation != unix.MS_PRIVATE|unix.MS_REC {
+		t.Errorf("root propagation %#x", c.RootPropagation)
+	}
+	want := []config.ContainerMount{
+		{Destination: "/proc", Type: "proc", Source: "proc", Flags: unix.MS_NOSUID | unix.MS_NOEXEC | unix.MS_NODEV},
+		{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Flags: unix.MS_NOSUID | unix.MS_NOEXEC, Data: "newinstance,ptmxmode=0666,mode=0620"},
+		{Destination: "/data", Source: filepath.Join(canonical, "data"), Flags: unix.MS_BIND | unix.MS_REC | unix.MS_RDONLY, Propagation: unix.MS_SLAVE | unix.MS_REC},
+		{Destination: "/etc/hosts", Source: filepath.Join(canonical, "real-hosts"), Flags: unix.MS_BIND},
+	}
+	if len(c.Mounts) != len(want) {
+		t.Fatalf("%d mounts", len(c.Mounts))
+	}
+	for i := range want {
+		if c.Mounts[i] != want[i] {
+			t.Errorf("mount %d: %+v; want %+v", i, c.Mounts[i], want[i])
+		}
+	}
+}
+
+func TestTranslateRefusesTheHostRootAndMissingSources(t *testing.T) {
+	cases := []struct {
+		name   string
+		change func(*specs.Spec)
+		want   string
+	}{
+		{"root is /", func(s *specs.Spec) { s.Root.Path = "/" }, "is the host's /"},
+		{"root climbs to /", func(s *specs.Spec) { s.Root.Path = "../../../../../../../../.." }, "is the host's /"},
+		{"root missing", func(s *specs.Spec) { s.Root.Path = "nothere" }, "no such file"},
+		{"root is a file", func(s *specs.Spec) { s.Root.Path = "config.json" }, "not a directory"},
+		{"bind source missing", func(s *specs.Spec) {
+			s.Mounts = []specs.Mount{{Destination: "/x", Source: "missing", Options: []string{"bind"}}}
+		}, "mounts[0] (/x): source missing"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := baseSpec()
+			c.change(s)
+			_, err := translateBundle(t, s, TranslateOptions{})
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("%v; want %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestTranslateProcess(t *testing.T) {
+	spec := baseSpec()
+	spec.Hostname = "box"
+	spec.Process.Cwd = "/work/"
+	spec.Process.User = specs.User{UID: 1000, GID: 100, AdditionalGids: []uint32{5, 6}, Umask: u32(0o027)}
+	spec.Process.Rlimits = []specs.POSIXRlimit{
+		{Type: "RLIMIT_NOFILE", Soft: 1024, Hard: 4096},
+		{Type: "RLIMIT_CORE", Soft: 0, Hard: 0},
+		{Type: "RLIMIT_RTTIME", Soft: 1, Hard: 2},
+	}
+	spec.Process.OOMScoreAdj = intp(-500)
+	spec.Process.NoNewPrivileges = true
+	spec.Process.Terminal = true
+	spec.Process.Capabilities = &specs.LinuxCapabilities{
+		Bounding:    []string{"CAP_CHOWN", "CAP_KILL", "CAP_NET_BIND_SERVICE", "CAP_CHECKPOINT_RESTORE", "CAP_FROM_THE_FUTURE"},
+		Effective:   []string{"CAP_KILL"},
+		Permitted:   []string{"CAP_KILL", "CAP_SYS_ADMIN"},
+		Inheritable: []string{},
+		Ambient:     []string{"CAP_NET_BIND_SERVICE"},
+	}
+	spec.Linux.Devices = []specs.LinuxDevice{
+		{Path: "/dev/fuse", Type: "c", Major: 10, Minor: 229},
+		{Path: "/dev/x", Type: "u", Major: 1, Minor: 2, UID: u32(7), GID: u32(8)},
+		{Path: "/dev/p", Type: "p", Major: 3, Minor: 4},
+	}
+	mode := os.FileMode(0o600)
+	spec.Linux.Devices[1].FileMode = &mode
+	spec.Linux.Sysctl = map[string]string{"net.ipv4.ip_forward": "1", "kernel.shmmax": "65536"}
+	spec.Linux.MaskedPaths = []string{"/proc/kcore/"}
+	// A kernel that knows capabilities up to 39 (CAP_BPF).
+	p, err := translateBundle(t, spec, TranslateOptions{CapLastCap: 39})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := p.Container
+	pr := c.Process
+	if pr.Cwd != "/work" || pr.UID != 1000 || pr.GID != 100 || len(pr.AdditionalGIDs) != 2 || !pr.SetUmask || pr.Umask != 0o027 {
+		t.Errorf("process %+v", pr)
+	}
+	wantLimits := []config.Rlimit{{Type: 7, Soft: 1024, Hard: 4096}, {Type: 4}, {Type: 15, Soft: 1, Hard: 2}}
+	for i, r := range wantLimits {
+		if i >= len(pr.Rlimits) || pr.Rlimits[i] != r {
+			t.Errorf("rlimits %+v; want %+v", pr.Rlimits, wantLimits)
+			break
+		}
+	}
+	if !pr.SetOOMScoreAdj || pr.OOMScoreAdj != -500 || !pr.NoNewPrivileges || !pr.Terminal {
+		t.Errorf("process %+v", pr)
+	}
+	bits := func(caps ...uint) uint64 {
+		var b uint64
+		for _, c := range caps {
+			b |= 1 << c
+		}
+		return b
+	}
+	if pr.Bounding != bits(0, 5, 10) || pr.Effective != bits(5) || pr.Permitted != bits(5, 21) || pr.Inheritable != 0 || pr.Ambient != bits(10) {
+		t.Errorf("capabilities %#x %#x %#x %#x %#x", pr.Bounding, pr.Effective, pr.Permitted, pr.Inheritable, pr.Ambient)
+	}
+	warned := strings.Join(p.Warnings, "; ")
+	if !strings.Contains(warned, "CAP_FROM_THE_FUTURE") || !strings.Contains(warned, "CAP_CHECKPOINT_RESTORE is unknown to this kernel") {
+		t.Errorf("warnings %q", warned)
+	}
+	if !c.SetHostname || c.Hostname != "box" {
+		t.Errorf("hostname %v %q", c.SetHostname, c.Hostname)
+	}
+	// The runtime spec's default devices first, then the bundle's.
+	wantDevices := append(defaultDevices(),
+		config.Device{Path: "/dev/fuse", Type: "c", Major: 10, Minor: 229, Mode: 0o666},
+		config.Device{Path: "/dev/x", Type: "c", Major: 1, Minor: 2, Mode: 0o600, UID: 7, GID: 8},
+		config.Device{Path: "/dev/p", Type: "p", Mode: 0o666},
+	)
+	for i, d := range wantDevices {
+		if i >= len(c.Devices) || c.Devices[i] != d {
+			t.Errorf("devices %+v; want %+v", c.Devices, wantDevices)
+			break
+		}
+	}
+	if len(c.Sysctl) != 2 || c.Sysctl[0].Key != "kernel.shmmax" || c.Sysctl[1] != (config.Sysctl{Key: "net.ipv4.ip_forward", Value: "1"}) {
+		t.Errorf("sysctl %+v", c.Sysctl)
+	}
+	if len(c.MaskedPaths) != 1 || c.MaskedPaths[0] != "/proc/kcore" {
+		t.Errorf("masked %v", c.MaskedPaths)
+	}
+}
+
+func TestTranslateJoinedUTSKeepsItsNames(t *testing.T) {
+	spec := baseSpec()
+	spec.Hostname = "box"
+	spec.Linux.Namespaces = []specs.LinuxNamespace{{Type: "mount"}, {Type: "uts", Path: "/proc/self/ns/uts"}}
+	p, err := translateBundle(t, spec, TranslateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Container.SetHostname || len(p.Warnings) == 0 {
+		t.Errorf("SetHostname %v, warnings %v", p.Container.SetHostname, p.Warnings)
+	}
+}
+
+func TestTranslateSeccomp(t *testing.T) {
+	spec := baseSpec()
+	spec.Linux.Seccomp = &specs.LinuxSeccomp{DefaultAction: specs.ActAllow}
+	if _, err := translateBundle(t, spec, TranslateOptions{}); err == nil || !strings.Contains(err.Error(), "cannot compile") {
+		t.Errorf("no compiler: %v", err)
+	}
+	compiled := filter.Filter{Allowlist: make([]byte, 8)}
+	p, err := translateBundle(t, spec, TranslateOptions{CompileSeccomp: func(*specs.LinuxSeccomp) (filter.Filter, error) { return compiled, nil }})
+	if err != nil || len(p.Container.Seccomp.Allowlist) != 8 {
+		t.Errorf("compiled: %v", err)
+	}
+	_, err = translateBundle(t, spec, TranslateOptions{CompileSeccomp: func(*specs.LinuxSeccomp) (filter.Filter, error) {
+		return filter.Filter{}, errors.New("unknown architecture")
+	}})
+	if err == nil || err.Error() != "oci: linux.seccomp: unknown architecture" {
+		t.Errorf("compiler's error: %v", err)
+	}
+}
+
+func TestLoadBundleBounds(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := LoadBundle(dir); err == nil || !strings.Contains(err.Error(), "config.json") {
+		t.Errorf("no config.json: %v", err)
+	}
+	big := make([]byte, MaxConfig+1)
+	for i := range big {
+		big[i] = ' '
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadBundle(dir); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("too large: %v", err)
+	}
+	os.Remove(filepath.Join(dir, "config.json"))
+	if err := unix.Mkfifo(filepath.Join(dir, "config.json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadBundle(dir); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("FIFO: %v", err)
+	}
+	os.Remove(filepath.Join(dir, "config.json"))
+	for _, bad := range []string{`{"ociVersion": "1.2.1"} {}`, `{"ociVersion": 1}`, `[`} {
+		if _, err := DecodeConfig([]byte(bad)); err == nil {
+			t.Errorf("%s: decoded", bad)
+		}
+	}
+	s, err := DecodeConfig([]byte(`{"ociVersion": "1.2.1", "someday": {"x": 1}, "process": {"cwd": "/", "args": ["a"], "user": {"uid": 0, "gid": 0}}}`))
+	if err != nil || s.Process.Args[0] != "a" {
+		t.Errorf("unknown properties: %v", err)
+	}
+}
+
+// TestCompileSeccompInTools: the tools program compiles a bundle's policy
+// and returns its refusal as one message.
+func TestCompileSeccompInTools(t *testing.T) {
+	f, err := CompileSeccompInTools(&specs.LinuxSeccomp{
+		DefaultAction: specs.ActErrno,
+		Syscalls:      []specs.LinuxSyscall{{Names: []string{"read", "write", "exit_group"}, Action: specs.ActAllow}},
+	})
+	if errors.Is(err, programs.ErrNotBuilt) {
+		t.Skip("no tools program in this build (go generate ./internal/programs)")
+	}
+	if err != nil || !f.Valid() {
+		t.Fatalf("%v", err)
+	}
+	_, err = CompileSeccompInTools(&specs.LinuxSeccomp{DefaultAction: specs.ActAllow, Architectures: []specs.Arch{"SCMP_ARCH_VAX"}})
+	if err == nil || !strings.HasPrefix(err.Error(), "seccomp: architecture SCMP_ARCH_VAX") {
+		t.Errorf("refusal: %v", err)
+	}
+}

@@ -1,0 +1,786 @@
+/*
+ * The helper's container role (argv[0] "jail:container"): an OCI container
+ * made from a bundle that `jail oci create` read, checked and translated
+ * (package oci, config.Container, docs/oci.md §2). Included by init.c, whose
+ * protocol, failure and path-in-root helpers it uses.
+ *
+ * The order is the security argument, top to bottom in container_main:
+ *  1. join the namespaces given by path, a user namespace first;
+ *  2. make the new ones; a new user namespace is mapped by the supervisor
+ *     (userns, mapped) before anything needs its ids;
+ *  3. fork the container's init into the new or joined pid namespace; the
+ *     role reports its pid (child) and ends, so the init is reparented to
+ *     jail oci create, a subreaper, and to the shim after it;
+ *  4. the init builds the root: every host object opened first, every
+ *     destination resolved inside the root, the root pivoted to, masked and
+ *     read-only paths last;
+ *  5. it reports created and waits on the exec FIFO, which only the state
+ *     directory's owner can open;
+ *  6. once started: rlimits, oom_score_adj, groups and ids, capabilities,
+ *     no_new_privs, the bundle's filter, the working directory, execve.
+ * Nothing of the container runs before 6, and the role keeps no descriptor
+ * of the host but stdio past its exec (all are close-on-exec).
+ */
+
+#include <linux/stat.h> /* struct statx: musl 1.2.3 has no statx() */
+
+/* join_namespaces joins c's namespaces, those of type only_user or not. */
+static int join_namespaces(const struct container *c, bool user, struct failure *f)
+{
+	for (size_t i = 0; i < c->njoin; i++) {
+		const struct joined_namespace *j = &c->join[i];
+		if ((j->type == CLONE_NEWUSER) != user)
+			continue;
+		if (setns(j->fd, (int)j->type) != 0) {
+			char prefix[64];
+			message(prefix, sizeof(prefix), "setns %#llx", (unsigned long long)j->type);
+			return fail_errno(f, "join namespace", prefix);
+		}
+		close(j->fd);
+	}
+	return 0;
+}
+
+/* become_root makes the role root of the user namespace it made or
+ * joined: its ids were the host's, which that namespace may not map. */
+static int become_root(struct failure *f)
+{
+	if (syscall(SYS_setresgid, 0, 0, 0) != 0)
+		return fail_errno(f, "user namespace", "setresgid 0");
+	if (syscall(SYS_setresuid, 0, 0, 0) != 0)
+		return fail_errno(f, "user namespace", "setresuid 0");
+	return 0;
+}
+
+/* clone_mount attaches a detached clone of src (recursive when rec) on
+ * target, with attrs set while it is detached. */
+static int clone_mount(int src, int target, uint64_t attrs, bool rec, const char **what)
+{
+	return attach(src, "", target, attrs, rec, what);
+}
+
+/* mount_attrs are the MS_* flags mount_setattr sets on a bind's clone. */
+static uint64_t mount_attrs(uint64_t flags)
+{
+	uint64_t a = 0;
+	if (flags & MS_RDONLY)
+		a |= MOUNT_ATTR_RDONLY;
+	if (flags & MS_NOSUID)
+		a |= MOUNT_ATTR_NOSUID;
+	if (flags & MS_NODEV)
+		a |= MOUNT_ATTR_NODEV;
+	if (flags & MS_NOEXEC)
+		a |= MOUNT_ATTR_NOEXEC;
+	/* The atime flags are not set: mount_setattr takes them only as a
+	 * whole (MOUNT_ATTR__ATIME), and a bind keeps its source's. */
+	if (flags & MS_NODIRATIME)
+		a |= MOUNT_ATTR_NODIRATIME;
+	return a;
+}
+
+/* propagate sets the MS_* propagation prop on the mount at dest (absolute,
+ * inside the current root). */
+static int propagate(int root, const char *dest, uint64_t prop)
+{
+	if (prop == 0)
+		return 0;
+	int top = open_in_root(root, dest);
+	if (top < 0)
+		return -1;
+	char path[64];
+	int err = format(path, sizeof(path), "/proc/self/fd/%d", top);
+	if (err == 0)
+		err = mount(NULL, path, NULL, (unsigned long)prop, NULL);
+	int saved = errno;
+	close(top);
+	errno = saved;
+	return err;
+}
+
+/* container_mounts mounts c's mounts in order on the root at b->root.
+ * Bind sources, host paths, are opened before anything is mounted. */
+static int container_mounts(const struct container *c, struct builder *b)
+{
+	int *sources = xcalloc(c->nmounts, sizeof(int));
+	for (size_t i = 0; i < c->nmounts; i++) {
+		sources[i] = -1;
+		const struct container_mount *m = &c->mounts[i];
+		if (!(m->flags & MS_BIND))
+			continue;
+		/* Canonical, from the supervisor; no symlink followed now. */
+		struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+		sources[i] = (int)syscall(SYS_openat2, AT_FDCWD, m->source, &how, sizeof(how));
+		if (sources[i] < 0) {
+			char step[PATH_MAX + 32];
+			message(step, sizeof(step), "open mount source %s", m->source);
+			return fail_errno(b->f, step, NULL);
+		}
+	}
+	for (size_t i = 0; i < c->nmounts; i++) {
+		const struct container_mount *m = &c->mounts[i];
+		char step[PATH_MAX + 16];
+		message(step, sizeof(step), "mount %s", m->destination);
+		bool dir = true;
+		if (sources[i] >= 0) {
+			struct stat st;
+			if (fstat(sources[i], &st) != 0)
+				return fail_errno(b->f, step, NULL);
+			dir = S_ISDIR(st.st_mode);
+		}
+		int target = dir ? root_dir(b, m->destination) : root_file(b, m->destination);
+		if (target < 0)
+			return fail_errno(b->f, step, "create mountpoint");
+		int err = 0;
+		const char *what = "mount";
+		if (sources[i] >= 0) {
+			err = clone_mount(sources[i], target, mount_attrs(m->flags), (m->flags & MS_REC) != 0, &what);
+			close(sources[i]);
+		} else {
+			unsigned long flags = (unsigned long)(m->flags & ~(uint64_t)(MS_BIND | MS_REC));
+			err = mount_at(m->source[0] != '\0' ? m->source : m->type, target, m->type, flags, m->data[0] != '\0' ? m->data : NULL);
+		}
+		close(target);
+		if (err != 0)
+			return fail_errno(b->f, step, what);
+		if (propagate(b->root, m->destination, m->propagation) != 0)
+			return fail_errno(b->f, step, "propagation");
+	}
+	free(sources);
+	return 0;
+}
+
+/* container_devices makes c's device nodes; in a user namespace, where
+ * mknod is refused, the host's node of that path is bound instead. */
+static int container_devices(const struct container *c, struct builder *b, bool in_userns)
+{
+	for (size_t i = 0; i < c->ndevices; i++) {
+		const struct container_device *d = &c->devices[i];
+		char step[PATH_MAX + 16];
+		message(step, sizeof(step), "device %s", d->path);
+		mode_t type = d->type[0] == 'b' ? S_IFBLK : d->type[0] == 'p' ? S_IFIFO : S_IFCHR;
+		const char *slash = strrchr(d->path, '/');
+		if (slash == NULL || slash[1] == '\0')
+			return fail(b->f, step, "not an absolute path to a file");
+		char parent[PATH_MAX];
+		if (format(parent, sizeof(parent), "%.*s", (int)(slash - d->path), d->path) != 0)
+			return fail(b->f, step, "path too long");
+		int dir = mkdir_all_in_root(b->root, parent[0] == '\0' ? "/" : parent);
+		if (dir < 0)
+			return fail_errno(b->f, step, "create parent");
+		const char *name = slash + 1;
+		int err;
+		if (!in_userns || type == S_IFIFO) {
+			(void)unlinkat(dir, name, 0);
+			err = mknodat(dir, name, type | (d->mode & 07777), makedev((unsigned)d->major, (unsigned)d->minor));
+			if (err == 0)
+				err = fchownat(dir, name, d->uid, d->gid, AT_SYMLINK_NOFOLLOW);
+			/* The mode as given, not as the umask left it. A node just
+			 * made by this process in a directory of the root: no link
+			 * can be there in its place. */
+			if (err == 0)
+				err = fchmodat(dir, name, d->mode & 07777, 0);
+		} else {
+			int host = open(d->path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+			struct stat st;
+			if (host < 0 || fstat(host, &st) != 0 || (st.st_mode & S_IFMT) != type ||
+			    major(st.st_rdev) != (unsigned)d->major || minor(st.st_rdev) != (unsigned)d->minor) {
+				if (host >= 0)
+					close(host);
+				close(dir);
+				return fail(b->f, step, "in a user namespace the host's %s must be that device to be bound", d->path);
+			}
+			int fd = openat(dir, name, O_CREAT | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600);
+			if (fd >= 0)
+				close(fd);
+			int target = open_in_root(dir, name);
+			const char *what = "";
+			err = target < 0 ? -1 : clone_mount(host, target, 0, false, &what);
+			if (target >= 0)
+				close(target);
+			close(host);
+		}
+		int saved = errno;
+		close(dir);
+		errno = saved;
+		if (err != 0)
+			return fail_errno(b->f, step, NULL);
+	}
+	return 0;
+}
+
+/* dev_links makes /dev's standard links, where the root has a /dev and
+ * not already the names. */
+static void dev_links(int root)
+{
+	static const char *const links[][2] = {
+		{"/proc/self/fd", "fd"}, {"/proc/self/fd/0", "stdin"}, {"/proc/self/fd/1", "stdout"},
+		{"/proc/self/fd/2", "stderr"}, {"pts/ptmx", "ptmx"},
+	};
+	int dev = open_in_root(root, "/dev");
+	if (dev < 0)
+		return;
+	int real = openat(dev, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	close(dev);
+	if (real < 0)
+		return;
+	for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++)
+		(void)symlinkat(links[i][0], real, links[i][1]);
+	close(real);
+}
+
+/* mask_path hides path (absolute, in the current root): a directory under
+ * an empty read-only tmpfs, anything else under /dev/null. A path the root
+ * lacks is skipped. */
+static int mask_path(int root, const char *path, struct failure *f)
+{
+	char step[PATH_MAX + 16];
+	message(step, sizeof(step), "mask %s", path);
+	int target = open_in_root(root, path);
+	if (target < 0)
+		return errno == ENOENT ? 0 : fail_errno(f, step, NULL);
+	struct stat st;
+	int err = fstat(target, &st);
+	if (err == 0 && S_ISDIR(st.st_mode)) {
+		err = mount_at("tmpfs", target, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=0,mode=0555");
+	} else if (err == 0) {
+		/* The container's /dev/null, which must be that device: one the
+		 * root's owner swapped for a link to a file of the kernel's
+		 * would be bound in its place (CVE-2025-31133). */
+		int null = open_in_root(root, "/dev/null");
+		struct stat ns;
+		if (null >= 0 && (fstat(null, &ns) != 0 || !S_ISCHR(ns.st_mode) || major(ns.st_rdev) != 1 || minor(ns.st_rdev) != 3)) {
+			close(null);
+			close(target);
+			return fail(f, step, "/dev/null in the container is not the character device 1:3");
+		}
+		const char *what = "";
+		err = null < 0 ? -1 : clone_mount(null, target, MOUNT_ATTR_RDONLY, false, &what);
+		if (null >= 0)
+			close(null);
+	}
+	int saved = errno;
+	close(target);
+	errno = saved;
+	return err != 0 ? fail_errno(f, step, NULL) : 0;
+}
+
+/* read_only_path makes the tree at path (in the current root) read-only:
+ * a recursive clone of it, read-only, over itself. */
+static int read_only_path(int root, const char *path, struct failure *f)
+{
+	char step[PATH_MAX + 16];
+	message(step, sizeof(step), "read-only %s", path);
+	int target = open_in_root(root, path);
+	if (target < 0)
+		return errno == ENOENT ? 0 : fail_errno(f, step, NULL);
+	const char *what = "";
+	int err = clone_mount(target, target, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, true, &what);
+	int saved = errno;
+	close(target);
+	errno = saved;
+	return err != 0 ? fail_errno(f, step, what) : 0;
+}
+
+/* write_sysctls writes c's kernel parameters under /proc/sys. */
+static int write_sysctls(const struct container *c, struct failure *f)
+{
+	for (size_t i = 0; i < c->nsysctl; i++) {
+		char path[PATH_MAX], step[PATH_MAX + 16];
+		message(step, sizeof(step), "sysctl %s", c->sysctl[i].key);
+		if (format(path, sizeof(path), "/proc/sys/%s", c->sysctl[i].key) != 0)
+			return fail(f, step, "name too long");
+		for (char *p = path + strlen("/proc/sys/"); *p != '\0'; p++)
+			if (*p == '.')
+				*p = '/';
+		/* Resolved in the container's root, and only procfs's own files:
+		 * the root's owner cannot lead the write elsewhere. */
+		struct open_how how = {.flags = O_WRONLY | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+		int fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
+		if (fd < 0)
+			return fail_errno(f, step, NULL);
+		struct statfs sf;
+		if (fstatfs(fd, &sf) != 0 || sf.f_type != 0x9fa0 /* PROC_SUPER_MAGIC */) {
+			close(fd);
+			return fail(f, step, "%s is not procfs's", path);
+		}
+		int err = write_all(fd, (const unsigned char *)c->sysctl[i].value, strlen(c->sysctl[i].value));
+		int saved = errno;
+		close(fd);
+		errno = saved;
+		if (err != 0)
+			return fail_errno(f, step, NULL);
+	}
+	return 0;
+}
+
+/* unescape_octal undoes mountinfo's \ooo escapes in place. */
+static void unescape_octal(char *s)
+{
+	char *out = s;
+	for (; *s != '\0'; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+			*out++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+			s += 3;
+		} else {
+			*out++ = *s;
+		}
+	}
+	*out = '\0';
+}
+
+/* private_parent makes private (alone, not its children) the mount dir
+ * lies on, found by its mount id in mountinfo: pivot_root refuses a new
+ * root whose parent mount is shared, as it is with rootfsPropagation
+ * shared (runc does the same). */
+static int private_parent(int dir)
+{
+	struct statx stx;
+	if (syscall(SYS_statx, dir, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx) != 0 || !(stx.stx_mask & STATX_MNT_ID))
+		return -1;
+	FILE *mi = fopen("/proc/self/mountinfo", "re");
+	if (mi == NULL)
+		return -1;
+	char line[3 * PATH_MAX];
+	int err = -1;
+	errno = ENOENT;
+	while (fgets(line, sizeof(line), mi) != NULL) {
+		unsigned long long id;
+		char point[PATH_MAX];
+		if (sscanf(line, "%llu %*u %*s %*s %4095s", &id, point) != 2 || id != stx.stx_mnt_id)
+			continue;
+		unescape_octal(point);
+		err = mount(NULL, point, NULL, MS_PRIVATE, NULL);
+		break;
+	}
+	fclose(mi);
+	return err;
+}
+
+/* container_root builds the container's root and pivots into it. */
+static int container_root(const struct container *c, bool in_userns, struct failure *f)
+{
+	uint64_t prop = c->root_propagation != 0 ? c->root_propagation : (uint64_t)(MS_SLAVE | MS_REC);
+	if (mount("", "/", "", (unsigned long)prop, NULL) != 0)
+		return fail_errno(f, "root propagation", NULL);
+	char why[PATH_MAX + 256];
+	int rootfs = open_verified(c->rootfs, c->rootfs_dev, c->rootfs_ino, why, sizeof(why));
+	if (rootfs < 0)
+		return fail(f, "open root", "%s", why);
+	if ((prop & MS_SHARED) && (private_parent(rootfs) != 0 || mount(NULL, "/", NULL, MS_PRIVATE, NULL) != 0))
+		return fail_errno(f, "root propagation", "make the root's parent private");
+	/* The root, a mount of its own (pivot_root needs one): the clone's
+	 * descriptor names the attached mount from here on. */
+	int root = open_tree(rootfs, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+	if (root < 0 || move_mount(root, "", rootfs, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
+		return fail_errno(f, "mount root", NULL);
+	close(rootfs);
+	struct builder b = {.f = f, .root = root};
+	if (container_mounts(c, &b) != 0 || container_devices(c, &b, in_userns) != 0)
+		return -1;
+	dev_links(root);
+	if (pivot(root) != 0)
+		return fail_errno(f, "pivot_root", NULL);
+	close(root);
+	root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0)
+		return fail_errno(f, "open new root", NULL);
+	/* runc's order: names and sysctls while /proc/sys can be written,
+	 * then read-only paths, masks, and the root read-only last. */
+	/* An empty name is none given: the namespace keeps the host's, as
+	 * runc leaves it. */
+	if (c->set_hostname && c->hostname[0] != '\0') {
+		if (sethostname(c->hostname, strlen(c->hostname)) != 0)
+			return fail_errno(f, "hostname", NULL);
+	}
+	if (c->set_hostname && c->domainname[0] != '\0' && setdomainname(c->domainname, strlen(c->domainname)) != 0)
+		return fail_errno(f, "domainname", NULL);
+	if (write_sysctls(c, f) != 0)
+		return -1;
+	for (size_t i = 0; i < c->nreadonly_paths; i++)
+		if (read_only_path(root, c->readonly_paths[i], f) != 0)
+			return -1;
+	for (size_t i = 0; i < c->nmasked_paths; i++)
+		if (mask_path(root, c->masked_paths[i], f) != 0)
+			return -1;
+	if (c->rootfs_read_only) {
+		struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY};
+		if (mount_setattr(root, "", AT_EMPTY_PATH, &attr, sizeof(attr)) != 0)
+			return fail_errno(f, "read-only root", NULL);
+	}
+	close(root);
+	return 0;
+}
+
+/* container_bounding drops what the bounding set does not keep: before
+ * the ids change, while the process has CAP_SETPCAP. */
+static int container_bounding(const struct container_process *p, struct failure *f)
+{
+	int last = last_cap();
+	for (int c = 0; c <= last; c++)
+		if ((c >= 64 || (p->bounding & ((uint64_t)1 << c)) == 0) && prctl(PR_CAPBSET_DROP, c, 0, 0, 0) != 0 && errno != EINVAL)
+			return fail_errno(f, "capabilities", "bounding set");
+	return 0;
+}
+
+/* container_caps sets the process's other four capability sets, after
+ * its ids changed with PR_SET_KEEPCAPS (which kept the permitted set). */
+static int container_caps(const struct container_process *p, struct failure *f)
+{
+	int last = last_cap();
+	/* Capabilities this kernel does not have are none to set (runc
+	 * ignores them too); asking for them would fail the capset. */
+	uint64_t known = last >= 63 ? ~(uint64_t)0 : ((uint64_t)1 << (last + 1)) - 1;
+	uint64_t e = p->effective & known, pm = p->permitted & known, in = p->inheritable & known;
+	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct data[2] = {
+		{.effective = (uint32_t)e, .permitted = (uint32_t)pm, .inheritable = (uint32_t)in},
+		{.effective = (uint32_t)(e >> 32), .permitted = (uint32_t)(pm >> 32), .inheritable = (uint32_t)(in >> 32)},
+	};
+	if (syscall(SYS_capset, &hdr, data) != 0)
+		return fail_errno(f, "capabilities", "capset");
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0)
+		return fail_errno(f, "capabilities", "ambient set");
+	/* An ambient capability needs to be permitted and inheritable too;
+	 * one that is not is left out, as runc leaves it (with a warning),
+	 * since bundles commonly ask for ambient ones alone. */
+	for (int c = 0; c <= last && c < 64; c++)
+		if ((p->ambient & ((uint64_t)1 << c)) != 0)
+			(void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, c, 0, 0);
+	return 0;
+}
+
+/* container_filter loads the bundle's compiled filter. */
+static int container_filter(const struct container *c, struct failure *f)
+{
+	const struct wire_bytes *programs[] = {&c->seccomp.allowlist, &c->seccomp.denials, &c->seccomp.guard};
+	for (size_t i = 0; i < sizeof(programs) / sizeof(programs[0]); i++) {
+		if (!programs[i]->present)
+			continue;
+		if (!valid_program(programs[i]))
+			return fail(f, "seccomp", "a malformed program");
+		struct sock_fprog prog = {.len = (unsigned short)(programs[i]->len / 8), .filter = (struct sock_filter *)programs[i]->data};
+		if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0)
+			return fail_errno(f, "seccomp", NULL);
+	}
+	return 0;
+}
+
+/* container_process turns the init into the bundle's process: called once
+ * `jail oci start` opened the exec FIFO. It returns only on failure. */
+static int container_process(const struct container *c, int tty, struct failure *f)
+{
+	const struct container_process *p = &c->process;
+	for (size_t i = 0; i < p->nrlimits; i++) {
+		struct rlimit rl = {.rlim_cur = p->rlimits[i].soft, .rlim_max = p->rlimits[i].hard};
+		if (setrlimit(p->rlimits[i].type, &rl) != 0)
+			return fail_errno(f, "rlimits", NULL);
+	}
+	if (p->set_oom_score_adj) {
+		char value[16];
+		int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+		if (fd < 0 || format(value, sizeof(value), "%d", p->oom_score_adj) != 0 ||
+		    write_all(fd, (const unsigned char *)value, strlen(value)) != 0)
+			return fail_errno(f, "oom_score_adj", NULL);
+		close(fd);
+	}
+	if (tty >= 0) {
+		if (ioctl(tty, TIOCSCTTY, 0) != 0)
+			return fail_errno(f, "terminal", "TIOCSCTTY");
+		for (int i = 0; i < 3; i++)
+			if (dup2(tty, i) < 0)
+				return fail_errno(f, "terminal", "dup2");
+		if (tty > 2)
+			close(tty);
+	}
+	/* Without no_new_privs a filter needs CAP_SYS_ADMIN, which the
+	 * process may be about to lose: loaded first then, as runc. */
+	if (!p->no_new_privileges && container_filter(c, f) != 0)
+		return -1;
+	if (container_bounding(p, f) != 0)
+		return -1;
+	gid_t *groups = xcalloc(p->nadditional_gids, sizeof(gid_t));
+	for (size_t i = 0; i < p->nadditional_gids; i++)
+		groups[i] = p->additional_gids[i];
+	if (syscall(SYS_setgroups, p->nadditional_gids, groups) != 0 && !(errno == EPERM && p->nadditional_gids == 0))
+		return fail_errno(f, "user", "setgroups");
+	free(groups);
+	if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0)
+		return fail_errno(f, "user", "keepcaps");
+	if (syscall(SYS_setresgid, p->gid, p->gid, p->gid) != 0)
+		return fail_errno(f, "user", "setresgid");
+	if (syscall(SYS_setresuid, p->uid, p->uid, p->uid) != 0)
+		return fail_errno(f, "user", "setresuid");
+	if (container_caps(p, f) != 0)
+		return -1;
+	if (prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0) != 0)
+		return fail_errno(f, "user", "keepcaps");
+	if (p->no_new_privileges && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+		return fail_errno(f, "no_new_privs", NULL);
+	if (p->set_umask)
+		umask((mode_t)p->umask);
+	if (chdir(p->cwd) != 0)
+		return exec_failure(f, 126, "chdir %s: %s", p->cwd, strerror(errno));
+	if (p->nargs == 0)
+		return exec_failure(f, 127, "no process to run");
+	const char *path = "";
+	for (size_t i = 0; i < p->nenv; i++)
+		if (strncmp(p->env[i], "PATH=", 5) == 0)
+			path = p->env[i] + 5;
+	char program[PATH_MAX];
+	if (look_path(p->args[0], path, p->cwd, program, sizeof(program), f) != 0)
+		return -1;
+	if (p->no_new_privileges && container_filter(c, f) != 0)
+		return -1;
+	execve(program, p->args, p->env);
+	return exec_failure(f, errno == ENOENT ? 127 : 126, "exec %s: %s", p->args[0], strerror(errno));
+}
+
+/* container_init is the container's pid 1 until its exec: it builds the
+ * root, reports created and waits for start. */
+static _Noreturn void container_init(const struct container *c, int go, bool in_userns)
+{
+	struct failure f = {0};
+	char byte;
+	/* The role's report of this pid goes first. */
+	while (read(go, &byte, 1) < 0 && errno == EINTR)
+		;
+	close(go);
+	if (setsid() < 0) {
+		fail_errno(&f, "setsid", NULL);
+		goto failed;
+	}
+	if (container_root(c, in_userns, &f) != 0)
+		goto failed;
+	int master = -1, tty = -1;
+	if (c->process.terminal && open_pty(0, 0, &master, &tty, &f) != 0)
+		goto failed;
+	struct report created = {.kind = "created", .pid = 1};
+	if (send_report(CONTROL_FD, &created, &master, master >= 0 ? 1 : 0) != 0)
+		_exit(1);
+	if (master >= 0)
+		close(master);
+	close(CONTROL_FD);
+	/* Blocks until `jail oci start` opens the other end. */
+	char fifo[64];
+	if (format(fifo, sizeof(fifo), "/proc/self/fd/%d", c->exec_fifo_fd) != 0)
+		_exit(1);
+	int fd;
+	do
+		fd = open(fifo, O_WRONLY | O_CLOEXEC);
+	while (fd < 0 && errno == EINTR);
+	if (fd < 0) {
+		fprintf(stderr, "jail: oci: open exec fifo: %s\n", strerror(errno));
+		_exit(1);
+	}
+	/* Through the container's /proc: it must be the FIFO it was given,
+	 * not something the root's owner put at that path. */
+	struct stat want, got;
+	if (fstat(c->exec_fifo_fd, &want) != 0 || fstat(fd, &got) != 0 || !S_ISFIFO(got.st_mode) ||
+	    want.st_dev != got.st_dev || want.st_ino != got.st_ino) {
+		fputs("jail: oci: the exec fifo opened through the container's /proc is not the state directory's\n", stderr);
+		_exit(1);
+	}
+	if (write(fd, "0", 1) != 1)
+		_exit(1);
+	close(fd);
+	close(c->exec_fifo_fd);
+	container_process(c, tty, &f);
+	fprintf(stderr, "jail: %s%s%s\n", f.exec_code != 0 ? "" : f.step, f.exec_code != 0 ? "" : ": ", f.reason);
+	_exit(f.exec_code != 0 ? f.exec_code : 1);
+failed:
+	report_failure(CONTROL_FD, &f, 0);
+	_exit(1);
+}
+
+/* attached_fds turns the description's descriptor numbers into the
+ * files that came with the message: number N is the (N-4)th attached (fd 3
+ * is the control socket), whatever number this process got it at. A number
+ * naming no file attached is refused. */
+static int attached_fds(struct container *c, const struct message *m, struct failure *f)
+{
+	int *fds[1 + 64];
+	size_t n = 0;
+	for (size_t i = 0; i < c->njoin && n < 64; i++)
+		fds[n++] = &c->join[i].fd;
+	if (c->njoin >= 64)
+		return fail(f, "container", "too many namespaces to join");
+	if (c->exec_fifo_fd >= 0)
+		fds[n++] = &c->exec_fifo_fd;
+	for (size_t i = 0; i < n; i++) {
+		int index = *fds[i] - (CONTROL_FD + 1);
+		if (index < 0 || index >= m->nfds)
+			return fail(f, "container", "descriptor %d is not among the %d attached", *fds[i], m->nfds);
+		*fds[i] = m->fds[index];
+	}
+	return 0;
+}
+
+/* container_main is the role: joins and makes the namespaces, forks the
+ * container's init and reports it. */
+static int container_main(void)
+{
+	if (close_range(CONTROL_FD + 1, ~0U, CLOSE_RANGE_CLOEXEC) != 0)
+		return 1;
+	prctl(PR_SET_NAME, "jail-container", 0, 0, 0);
+	leave_signals_to_kernel();
+	/* Not reachable through /proc or ptrace while it holds host objects;
+	 * the exec of the container's process sets what its own ids say. */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+		return 1;
+	/* Until it forks the container's init, the role ends with jail oci
+	 * create. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+		return 1;
+	struct message msg;
+	if (recv_message(CONTROL_FD, &msg) != 0 || strcmp(msg.kind, "container") != 0 || msg.body.container == NULL)
+		return 1;
+	struct container *c = msg.body.container;
+	struct failure f = {0};
+	if (attached_fds(c, &msg, &f) != 0)
+		goto failed;
+	bool in_userns = (c->new & CLONE_NEWUSER) != 0;
+	for (size_t i = 0; i < c->njoin; i++)
+		in_userns = in_userns || c->join[i].type == CLONE_NEWUSER;
+	if (join_namespaces(c, true, &f) != 0)
+		goto failed;
+	if (c->new & CLONE_NEWUSER) {
+		if (unshare(CLONE_NEWUSER) != 0) {
+			fail_errno(&f, "new namespaces", "user");
+			goto failed;
+		}
+		struct report userns = {.kind = "userns"};
+		struct message mapped;
+		if (send_report(CONTROL_FD, &userns, NULL, 0) != 0 || recv_message(CONTROL_FD, &mapped) != 0 ||
+		    strcmp(mapped.kind, "mapped") != 0)
+			return 1;
+	}
+	if (in_userns && become_root(&f) != 0)
+		goto failed;
+	/* Changing ids cleared it. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+		return 1;
+	if (join_namespaces(c, false, &f) != 0)
+		goto failed;
+	if (c->new & ~(int64_t)CLONE_NEWUSER) {
+		if (unshare((int)(c->new & ~(int64_t)CLONE_NEWUSER)) != 0) {
+			fail_errno(&f, "new namespaces", NULL);
+			goto failed;
+		}
+	}
+	int gate[2];
+	if (pipe2(gate, O_CLOEXEC) != 0) {
+		fail_errno(&f, "fork", "pipe");
+		goto failed;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		fail_errno(&f, "fork", NULL);
+		goto failed;
+	}
+	if (pid == 0) {
+		close(gate[1]);
+		/* Its own end of life is its own: the role's ends now. */
+		prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0);
+		container_init(c, gate[0], in_userns);
+	}
+	close(gate[0]);
+	struct report child = {.kind = "child", .pid = pid};
+	int err = send_report(CONTROL_FD, &child, NULL, 0);
+	close(gate[1]);
+	return err != 0 ? 1 : 0;
+failed:
+	report_failure(CONTROL_FD, &f, 0);
+	return 1;
+}
+
+/*
+ * The enter role (argv[0] "jail:enter"): a process of jail oci exec in a
+ * running container. It joins every namespace of the container's init that
+ * differs from its own at once (setns on the init's pidfd: nothing can
+ * change between two joins), forks the process into the joined pid
+ * namespace, reports its pid (child) and ends, leaving it to jail oci exec
+ * (a subreaper) and to the shim after it. The process takes the container's
+ * cgroup from the role, which jail oci exec moved in before anything ran.
+ * It becomes the bundle's or the exec's process as the container's own
+ * did (container_process): its filter, ids and capabilities come from the
+ * request, which jail oci exec built from the container's state.
+ */
+static int enter_main(void)
+{
+	if (close_range(CONTROL_FD + 1, ~0U, CLOSE_RANGE_CLOEXEC) != 0)
+		return 1;
+	prctl(PR_SET_NAME, "jail-enter", 0, 0, 0);
+	leave_signals_to_kernel();
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+		return 1;
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+		return 1;
+	struct message msg;
+	if (recv_message(CONTROL_FD, &msg) != 0 || strcmp(msg.kind, "enter") != 0 || msg.body.container == NULL)
+		return 1;
+	struct container *c = msg.body.container;
+	struct failure f = {0};
+	if (attached_fds(c, &msg, &f) != 0)
+		goto failed;
+	if (c->njoin != 1) {
+		fail(&f, "enter", "one pidfd to join, not %zu", c->njoin);
+		goto failed;
+	}
+	bool in_userns = (c->join[0].type & CLONE_NEWUSER) != 0;
+	if (setns(c->join[0].fd, (int)c->join[0].type) != 0) {
+		fail_errno(&f, "enter", "setns");
+		goto failed;
+	}
+	close(c->join[0].fd);
+	if (in_userns && become_root(&f) != 0)
+		goto failed;
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+		return 1;
+	int gate[2];
+	if (pipe2(gate, O_CLOEXEC) != 0) {
+		fail_errno(&f, "fork", "pipe");
+		goto failed;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		fail_errno(&f, "fork", NULL);
+		goto failed;
+	}
+	if (pid == 0) {
+		close(gate[1]);
+		prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0);
+		char byte;
+		while (read(gate[0], &byte, 1) < 0 && errno == EINTR)
+			;
+		close(gate[0]);
+		int master = -1, tty = -1;
+		if (c->process.terminal) {
+			if (setsid() < 0) {
+				fail_errno(&f, "setsid", NULL);
+				report_failure(CONTROL_FD, &f, 0);
+				_exit(1);
+			}
+			if (open_pty(0, 0, &master, &tty, &f) != 0) {
+				report_failure(CONTROL_FD, &f, 0);
+				_exit(1);
+			}
+		}
+		struct report created = {.kind = "created"};
+		if (send_report(CONTROL_FD, &created, &master, master >= 0 ? 1 : 0) != 0)
+			_exit(1);
+		if (master >= 0)
+			close(master);
+		close(CONTROL_FD);
+		container_process(c, tty, &f);
+		fprintf(stderr, "jail: %s%s%s\n", f.exec_code != 0 ? "" : f.step, f.exec_code != 0 ? "" : ": ", f.reason);
+		_exit(f.exec_code != 0 ? f.exec_code : 1);
+	}
+	close(gate[0]);
+	struct report child = {.kind = "child", .pid = pid};
+	int err = send_report(CONTROL_FD, &child, NULL, 0);
+	close(gate[1]);
+	return err != 0 ? 1 : 0;
+failed:
+	report_failure(CONTROL_FD, &f, 0);
+	return 1;
+}
