@@ -535,16 +535,22 @@ static int container_process(const struct container *c, int tty, struct failure 
 	return exec_failure(f, errno == ENOENT ? 127 : 126, "exec %s: %s", p->args[0], strerror(errno));
 }
 
+/* wait_gate waits for the role's report of this process (the gate's
+ * EOF). */
+static void wait_gate(int gate)
+{
+	char byte;
+	while (read(gate, &byte, 1) < 0 && errno == EINTR)
+		;
+	close(gate);
+}
+
 /* container_init is the container's pid 1 until its exec: it builds the
  * root, reports created and waits for start. */
 static _Noreturn void container_init(const struct container *c, int go, bool in_userns)
 {
 	struct failure f = {0};
-	char byte;
-	/* The role's report of this pid goes first. */
-	while (read(go, &byte, 1) < 0 && errno == EINTR)
-		;
-	close(go);
+	wait_gate(go); /* the role's report of this pid goes first */
 	if (setsid() < 0) {
 		fail_errno(&f, "setsid", NULL);
 		goto failed;
@@ -615,29 +621,65 @@ static int attached_fds(struct container *c, const struct message *m, struct fai
 	return 0;
 }
 
+/* role_start is the start both roles share: no descriptor but stdio and
+ * the control socket past an exec, its name, signals at their defaults,
+ * not dumpable while it holds host objects (the exec of the process sets
+ * what its own ids say), dead with jail oci until it forks, and its one
+ * message, of kind, whose descriptor numbers become the files attached.
+ * It returns the description, or NULL (f says why when it can be told). */
+static struct container *role_start(const char *name, const char *kind, struct message *msg, struct failure *f)
+{
+	if (close_range(CONTROL_FD + 1, ~0U, CLOSE_RANGE_CLOEXEC) != 0)
+		return NULL;
+	prctl(PR_SET_NAME, name, 0, 0, 0);
+	leave_signals_to_kernel();
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0 || prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+		return NULL;
+	if (recv_message(CONTROL_FD, msg) != 0 || strcmp(msg->kind, kind) != 0 || msg->body.container == NULL)
+		return NULL;
+	struct container *c = msg->body.container;
+	if (attached_fds(c, msg, f) != 0) {
+		report_failure(CONTROL_FD, f, 0);
+		return NULL;
+	}
+	return c;
+}
+
+/* fork_reported forks the role's process (its parent-death signal left
+ * behind), which waits until the role has reported its pid (child) before
+ * it runs child_main; the role then ends. */
+static int fork_reported(const struct container *c, bool in_userns, void (*child_main)(const struct container *, int, bool),
+			 struct failure *f)
+{
+	int gate[2];
+	if (pipe2(gate, O_CLOEXEC) != 0)
+		return fail_errno(f, "fork", "pipe");
+	pid_t pid = fork();
+	if (pid < 0)
+		return fail_errno(f, "fork", NULL);
+	if (pid == 0) {
+		close(gate[1]);
+		prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0);
+		child_main(c, gate[0], in_userns); /* never returns */
+		_exit(1);
+	}
+	close(gate[0]);
+	struct report child = {.kind = "child", .pid = pid};
+	int err = send_report(CONTROL_FD, &child, NULL, 0);
+	close(gate[1]);
+	return err;
+}
+
+
 /* container_main is the role: joins and makes the namespaces, forks the
  * container's init and reports it. */
 static int container_main(void)
 {
-	if (close_range(CONTROL_FD + 1, ~0U, CLOSE_RANGE_CLOEXEC) != 0)
-		return 1;
-	prctl(PR_SET_NAME, "jail-container", 0, 0, 0);
-	leave_signals_to_kernel();
-	/* Not reachable through /proc or ptrace while it holds host objects;
-	 * the exec of the container's process sets what its own ids say. */
-	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
-		return 1;
-	/* Until it forks the container's init, the role ends with jail oci
-	 * create. */
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
-		return 1;
 	struct message msg;
-	if (recv_message(CONTROL_FD, &msg) != 0 || strcmp(msg.kind, "container") != 0 || msg.body.container == NULL)
-		return 1;
-	struct container *c = msg.body.container;
 	struct failure f = {0};
-	if (attached_fds(c, &msg, &f) != 0)
-		goto failed;
+	struct container *c = role_start("jail-container", "container", &msg, &f);
+	if (c == NULL)
+		return 1;
 	bool in_userns = (c->new & CLONE_NEWUSER) != 0;
 	for (size_t i = 0; i < c->njoin; i++)
 		in_userns = in_userns || c->join[i].type == CLONE_NEWUSER;
@@ -661,36 +703,48 @@ static int container_main(void)
 		return 1;
 	if (join_namespaces(c, false, &f) != 0)
 		goto failed;
-	if (c->new & ~(int64_t)CLONE_NEWUSER) {
-		if (unshare((int)(c->new & ~(int64_t)CLONE_NEWUSER)) != 0) {
-			fail_errno(&f, "new namespaces", NULL);
-			goto failed;
-		}
-	}
-	int gate[2];
-	if (pipe2(gate, O_CLOEXEC) != 0) {
-		fail_errno(&f, "fork", "pipe");
+	if ((c->new & ~(int64_t)CLONE_NEWUSER) != 0 && unshare((int)(c->new & ~(int64_t)CLONE_NEWUSER)) != 0) {
+		fail_errno(&f, "new namespaces", NULL);
 		goto failed;
 	}
-	pid_t pid = fork();
-	if (pid < 0) {
-		fail_errno(&f, "fork", NULL);
-		goto failed;
-	}
-	if (pid == 0) {
-		close(gate[1]);
-		/* Its own end of life is its own: the role's ends now. */
-		prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0);
-		container_init(c, gate[0], in_userns);
-	}
-	close(gate[0]);
-	struct report child = {.kind = "child", .pid = pid};
-	int err = send_report(CONTROL_FD, &child, NULL, 0);
-	close(gate[1]);
-	return err != 0 ? 1 : 0;
+	if (fork_reported(c, in_userns, container_init, &f) == 0)
+		return 0;
+	if (f.reason[0] == '\0')
+		return 1; /* the report's send failed: nobody to tell */
 failed:
 	report_failure(CONTROL_FD, &f, 0);
 	return 1;
+}
+
+/* entered_process is the exec's process, forked by the enter role inside
+ * the container: its own session and terminal when it has one, reported
+ * created, then the process itself. */
+static _Noreturn void entered_process(const struct container *c, int gate, bool in_userns)
+{
+	(void)in_userns;
+	struct failure f = {0};
+	wait_gate(gate);
+	int master = -1, tty = -1;
+	if (c->process.terminal) {
+		if (setsid() < 0) {
+			fail_errno(&f, "setsid", NULL);
+			report_failure(CONTROL_FD, &f, 0);
+			_exit(1);
+		}
+		if (open_pty(0, 0, &master, &tty, &f) != 0) {
+			report_failure(CONTROL_FD, &f, 0);
+			_exit(1);
+		}
+	}
+	struct report created = {.kind = "created"};
+	if (send_report(CONTROL_FD, &created, &master, master >= 0 ? 1 : 0) != 0)
+		_exit(1);
+	if (master >= 0)
+		close(master);
+	close(CONTROL_FD);
+	container_process(c, tty, &f);
+	fprintf(stderr, "jail: %s%s%s\n", f.exec_code != 0 ? "" : f.step, f.exec_code != 0 ? "" : ": ", f.reason);
+	_exit(f.exec_code != 0 ? f.exec_code : 1);
 }
 
 /*
@@ -707,21 +761,11 @@ failed:
  */
 static int enter_main(void)
 {
-	if (close_range(CONTROL_FD + 1, ~0U, CLOSE_RANGE_CLOEXEC) != 0)
-		return 1;
-	prctl(PR_SET_NAME, "jail-enter", 0, 0, 0);
-	leave_signals_to_kernel();
-	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
-		return 1;
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
-		return 1;
 	struct message msg;
-	if (recv_message(CONTROL_FD, &msg) != 0 || strcmp(msg.kind, "enter") != 0 || msg.body.container == NULL)
-		return 1;
-	struct container *c = msg.body.container;
 	struct failure f = {0};
-	if (attached_fds(c, &msg, &f) != 0)
-		goto failed;
+	struct container *c = role_start("jail-enter", "enter", &msg, &f);
+	if (c == NULL)
+		return 1;
 	if (c->njoin != 1) {
 		fail(&f, "enter", "one pidfd to join, not %zu", c->njoin);
 		goto failed;
@@ -736,50 +780,10 @@ static int enter_main(void)
 		goto failed;
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
 		return 1;
-	int gate[2];
-	if (pipe2(gate, O_CLOEXEC) != 0) {
-		fail_errno(&f, "fork", "pipe");
-		goto failed;
-	}
-	pid_t pid = fork();
-	if (pid < 0) {
-		fail_errno(&f, "fork", NULL);
-		goto failed;
-	}
-	if (pid == 0) {
-		close(gate[1]);
-		prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0);
-		char byte;
-		while (read(gate[0], &byte, 1) < 0 && errno == EINTR)
-			;
-		close(gate[0]);
-		int master = -1, tty = -1;
-		if (c->process.terminal) {
-			if (setsid() < 0) {
-				fail_errno(&f, "setsid", NULL);
-				report_failure(CONTROL_FD, &f, 0);
-				_exit(1);
-			}
-			if (open_pty(0, 0, &master, &tty, &f) != 0) {
-				report_failure(CONTROL_FD, &f, 0);
-				_exit(1);
-			}
-		}
-		struct report created = {.kind = "created"};
-		if (send_report(CONTROL_FD, &created, &master, master >= 0 ? 1 : 0) != 0)
-			_exit(1);
-		if (master >= 0)
-			close(master);
-		close(CONTROL_FD);
-		container_process(c, tty, &f);
-		fprintf(stderr, "jail: %s%s%s\n", f.exec_code != 0 ? "" : f.step, f.exec_code != 0 ? "" : ": ", f.reason);
-		_exit(f.exec_code != 0 ? f.exec_code : 1);
-	}
-	close(gate[0]);
-	struct report child = {.kind = "child", .pid = pid};
-	int err = send_report(CONTROL_FD, &child, NULL, 0);
-	close(gate[1]);
-	return err != 0 ? 1 : 0;
+	if (fork_reported(c, in_userns, entered_process, &f) == 0)
+		return 0;
+	if (f.reason[0] == '\0')
+		return 1;
 failed:
 	report_failure(CONTROL_FD, &f, 0);
 	return 1;
