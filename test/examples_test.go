@@ -36,6 +36,25 @@ func needPython(t *testing.T) string {
 	return python
 }
 
+// agentToolSetup copies the agent tool (from src) and the SDK into a
+// directory of m's user and starts a jail serve of m's with a state
+// directory and an audit log of its own there.
+func agentToolSetup(t *testing.T, m mode, src string) (string, *server) {
+	t.Helper()
+	dir := sharedTempDir(t, ownerOf(m))
+	for from, to := range map[string]string{src: "agent-tool", "../sdk/python/jail_sandbox": "sdk/jail_sandbox"} {
+		if err := copySDK(from, filepath.Join(dir, to), ownerOf(m)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// ownerOf(m) made dir: its subdirectories are made by copySDK.
+	if owner := ownerOf(m); owner != nil {
+		os.Chown(filepath.Join(dir, "sdk"), owner.uid, owner.gid)
+	}
+	state, audit := filepath.Join(dir, "state"), filepath.Join(dir, "audit", "audit.log")
+	return dir, startServeWith(t, m, []string{"JAIL_STATE_DIR=" + state, "JAIL_AUDIT_LOG=" + audit})
+}
+
 // TestExampleAgentTool: examples/agent-tool's scripted conversation
 // through the Python SDK and a real `jail serve`: the tool's schema is
 // printed, one sandbox serves every call (a file written by one call is
@@ -45,18 +64,7 @@ func TestExampleAgentTool(t *testing.T) {
 	src := examplesFrom(t, "agent-tool")
 	python := needPython(t)
 	forEachMode(t, func(t *testing.T, m mode) {
-		dir := sharedTempDir(t, ownerOf(m))
-		for from, to := range map[string]string{src: "agent-tool", "../sdk/python/jail_sandbox": "sdk/jail_sandbox"} {
-			if err := copySDK(from, filepath.Join(dir, to), ownerOf(m)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		// ownerOf(m) made dir: its subdirectories are made by copySDK.
-		if owner := ownerOf(m); owner != nil {
-			os.Chown(filepath.Join(dir, "sdk"), owner.uid, owner.gid)
-		}
-		state, audit := filepath.Join(dir, "state"), filepath.Join(dir, "audit", "audit.log")
-		srv := startServeWith(t, m, []string{"JAIL_STATE_DIR=" + state, "JAIL_AUDIT_LOG=" + audit})
+		dir, srv := agentToolSetup(t, m, src)
 
 		cmd := programAs(m, python, "-B", filepath.Join(dir, "agent-tool", "run_python_tool.py"),
 			"--socket", srv.socket, "--image", "", "--timeout", "2", "--conversation", "test:"+m.name)
@@ -113,17 +121,7 @@ func TestExampleAgentToolKeepsConversationsApart(t *testing.T) {
 	src := examplesFrom(t, "agent-tool")
 	python := needPython(t)
 	forEachMode(t, func(t *testing.T, m mode) {
-		dir := sharedTempDir(t, ownerOf(m))
-		for from, to := range map[string]string{src: "agent-tool", "../sdk/python/jail_sandbox": "sdk/jail_sandbox"} {
-			if err := copySDK(from, filepath.Join(dir, to), ownerOf(m)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if owner := ownerOf(m); owner != nil {
-			os.Chown(filepath.Join(dir, "sdk"), owner.uid, owner.gid)
-		}
-		state, audit := filepath.Join(dir, "state"), filepath.Join(dir, "audit", "audit.log")
-		srv := startServeWith(t, m, []string{"JAIL_STATE_DIR=" + state, "JAIL_AUDIT_LOG=" + audit})
+		dir, srv := agentToolSetup(t, m, src)
 		driver := `
 import asyncio, sys
 from jail_sandbox import SandboxClient

@@ -20,11 +20,11 @@ import (
 // cgroup namespace each hierarchy shows the container's cgroup as its
 // root; in the host's, the host's tree, read-only unless asked otherwise.
 func expandCgroupMount(m config.ContainerMount) ([]config.ContainerMount, error) {
-	var st unix.Statfs_t
-	if err := unix.Statfs("/sys/fs/cgroup", &st); err != nil {
+	_, v2, err := cgroupMounts()
+	if err != nil {
 		return nil, fmt.Errorf("the host's cgroups: %w", err)
 	}
-	if st.Type == unix.CGROUP2_SUPER_MAGIC {
+	if v2 {
 		m.Type, m.Source, m.Data = "cgroup2", "cgroup", ""
 		return []config.ContainerMount{m}, nil
 	}
@@ -81,7 +81,7 @@ func hostV1Hierarchies() ([]hierarchy, error) {
 			continue
 		}
 		point := fields[4]
-		if filepath.Dir(point) != "/sys/fs/cgroup" || seen[point] {
+		if filepath.Dir(point) != cgroupRoot || seen[point] {
 			continue
 		}
 		seen[point] = true

@@ -223,6 +223,24 @@ func enterRun(t *testing.T, pid int, p config.ContainerProcess) (string, int) {
 	return waitExit(t, epid, out)
 }
 
+// withBusyboxRoot is c on a fresh busybox root of its own, in new mount,
+// pid, uts and ipc namespaces.
+func withBusyboxRoot(t *testing.T, c config.Container) config.Container {
+	t.Helper()
+	root := t.TempDir()
+	busyboxRoot(t, root)
+	if err := os.Chmod(filepath.Dir(root), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(root, &st); err != nil {
+		t.Fatal(err)
+	}
+	c.New |= unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC
+	c.Rootfs, c.RootfsDev, c.RootfsIno = root, st.Dev, st.Ino
+	return c
+}
+
 // TestContainerRoleRunsABundle: the container role makes the namespaces
 // asked for (a user namespace too, mapped by its supervisor), the root with
 // its mounts, devices, masked and read-only paths, sets the host name,
@@ -235,23 +253,11 @@ func TestContainerRoleRunsABundle(t *testing.T) {
 	}
 	for _, userns := range []bool{false, true} {
 		t.Run(fmt.Sprintf("userns=%v", userns), func(t *testing.T) {
-			root := t.TempDir()
-			busyboxRoot(t, root)
-			if err := os.Chmod(filepath.Dir(root), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			var st unix.Stat_t
-			if err := unix.Stat(root, &st); err != nil {
-				t.Fatal(err)
-			}
-			c := config.Container{
-				New:    unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC,
-				Rootfs: root, RootfsDev: st.Dev, RootfsIno: st.Ino,
+			c := withBusyboxRoot(t, config.Container{
 				Mounts: []config.ContainerMount{
 					{Destination: "/proc", Type: "proc", Source: "proc", Flags: unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC},
 					{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Flags: unix.MS_NOSUID, Data: "mode=755,size=65536k"},
 					{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Flags: unix.MS_NOSUID | unix.MS_NOEXEC, Data: "newinstance,ptmxmode=0666,mode=0620"},
-					{Destination: "/data", Source: root + "/etc", Flags: unix.MS_BIND | unix.MS_REC | unix.MS_RDONLY},
 				},
 				Devices:       []config.Device{{Path: "/dev/null", Type: "c", Major: 1, Minor: 3, Mode: 0o666}},
 				SetHostname:   true,
@@ -265,7 +271,8 @@ func TestContainerRoleRunsABundle(t *testing.T) {
 					Bounding:        1 << unix.CAP_CHOWN,
 					NoNewPrivileges: true,
 				},
-			}
+			})
+			c.Mounts = append(c.Mounts, config.ContainerMount{Destination: "/data", Source: c.Rootfs + "/etc", Flags: unix.MS_BIND | unix.MS_REC | unix.MS_RDONLY})
 			if userns {
 				c.New |= unix.CLONE_NEWUSER
 			} else {
@@ -297,18 +304,7 @@ func TestEnterRoleJoinsAContainer(t *testing.T) {
 	}
 	for _, userns := range []bool{false, true} {
 		t.Run(fmt.Sprintf("userns=%v", userns), func(t *testing.T) {
-			root := t.TempDir()
-			busyboxRoot(t, root)
-			if err := os.Chmod(filepath.Dir(root), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			var st unix.Stat_t
-			if err := unix.Stat(root, &st); err != nil {
-				t.Fatal(err)
-			}
-			c := config.Container{
-				New:    unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC,
-				Rootfs: root, RootfsDev: st.Dev, RootfsIno: st.Ino,
+			c := withBusyboxRoot(t, config.Container{
 				Mounts: []config.ContainerMount{
 					{Destination: "/proc", Type: "proc", Source: "proc", Flags: unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC},
 					{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs"},
@@ -320,7 +316,7 @@ func TestEnterRoleJoinsAContainer(t *testing.T) {
 					// (where it runs in a container) cannot be given.
 					Bounding: ownCaps(t), Permitted: ownCaps(t), Effective: ownCaps(t),
 				},
-			}
+			})
 			if userns {
 				c.New |= unix.CLONE_NEWUSER
 			}
