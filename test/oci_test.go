@@ -360,3 +360,116 @@ func skipOnCgroupV2(t *testing.T) {
 		t.Skip("cgroup v2: jail oci does not enforce device rules there yet (an eBPF program), so it refuses bundles with them")
 	}
 }
+
+// TestOCICapabilityBoundingIgnoresTheContainersProc: a volume the
+// container writes, mounted over /proc/sys/kernel, gives it a
+// cap_last_cap of its own ("0"). The
+// bounding set of the container's process and of an exec'd one is still
+// the bundle's alone: the number of capabilities is the kernel's, not
+// read from a /proc the container controls (which kept every capability
+// but the first, and so gave a root process all of them at its exec).
+func TestOCICapabilityBoundingIgnoresTheContainersProc(t *testing.T) {
+	skipOnCgroupV2(t)
+	forEachMode(t, func(t *testing.T, m mode) {
+		if m.rootless {
+			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
+		}
+		root := ociRoot(t, m)
+		bundle := ociBundle(t)
+		volume := filepath.Join(bundle, "volume")
+		if err := os.Mkdir(volume, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(volume, "cap_last_cap"), []byte("0\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		spec := ociDefaultSpec([]string{"sh", "-c", "grep CapBnd /proc/self/status; exec sleep 1000"})
+		spec.Process.NoNewPrivileges = false
+		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: "/proc/sys/kernel", Type: "bind", Source: volume, Options: []string{"rbind", "rw"}})
+		data, err := json.Marshal(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(bundle, "config.json"), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(bundle, "out")
+		f, err := os.Create(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		oci := func(args ...string) int {
+			cmd := command(m, append([]string{"oci", "--root", root}, args...)...)
+			cmd.Stdout, cmd.Stderr = f, f
+			if err := cmd.Run(); err != nil {
+				if ee, ok := err.(*exec.ExitError); ok {
+					return ee.ExitCode()
+				}
+				t.Fatal(err)
+			}
+			return 0
+		}
+		t.Cleanup(func() { jail(t, m, "oci", "--root", root, "delete", "--force", "box") })
+		if oci("create", "--bundle", bundle, "box") != 0 || oci("start", "box") != 0 {
+			b, _ := os.ReadFile(out)
+			t.Fatalf("create and start: %s", b)
+		}
+		waitFor(t, 10*time.Second, "the process's capabilities", func() bool {
+			b, _ := os.ReadFile(out)
+			return strings.Contains(string(b), "CapBnd")
+		})
+		if code := oci("exec", "box", "grep", "CapBnd", "/proc/self/status"); code != 0 {
+			t.Errorf("exec: exit %d", code)
+		}
+		b, _ := os.ReadFile(out)
+		// CAP_AUDIT_WRITE, CAP_KILL, CAP_NET_BIND_SERVICE: the bundle's.
+		if got := strings.Count(string(b), "CapBnd:\t0000000020000420\n"); got != 2 {
+			t.Errorf("want the bundle's bounding set for the process and the exec'd one, got:\n%s", b)
+		}
+	})
+}
+
+// TestOCIRefusesMountDestinationsLedIntoProc: an image whose /data is a
+// symlink to /proc would have the bundle's volume at /data cover the
+// container's procfs, and with it the masks, the read-only paths and the
+// exec FIFO's /proc/self/fd (a FIFO of the volume's there kept jail oci
+// start waiting forever). Create refuses it in one line and leaves
+// nothing.
+func TestOCIRefusesMountDestinationsLedIntoProc(t *testing.T) {
+	skipOnCgroupV2(t)
+	forEachMode(t, func(t *testing.T, m mode) {
+		if m.rootless {
+			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
+		}
+		for _, link := range []string{"/proc", "/proc/sys/kernel", "../proc/self"} {
+			root := ociRoot(t, m)
+			bundle := sharedTempDir(t, nil)
+			rootfs, err := makeBusyboxRootfs(filepath.Join(bundle, "rootfs"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(link, filepath.Join(rootfs, "data")); err != nil {
+				t.Fatal(err)
+			}
+			volume := filepath.Join(bundle, "volume")
+			if err := os.Mkdir(volume, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			spec := ociDefaultSpec([]string{"true"})
+			spec.Mounts = append(spec.Mounts, specs.Mount{Destination: "/data", Type: "bind", Source: volume, Options: []string{"rbind", "rw"}})
+			data, err := json.Marshal(spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(bundle, "config.json"), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r := jail(t, m, "oci", "--root", root, "create", "--bundle", bundle, "box")
+			if r.code == 0 {
+				jail(t, m, "oci", "--root", root, "delete", "--force", "box")
+			}
+			expectOneLineFailure(t, r, "leads into /proc")
+		}
+	})
+}

@@ -130,6 +130,16 @@ static int container_mounts(const struct container *c, struct builder *b)
 		int target = dir ? root_dir(b, m->destination) : root_file(b, m->destination);
 		if (target < 0)
 			return fail_errno(b->f, step, "create mountpoint");
+		/* A destination the bundle does not place in /proc that the
+		 * root's symlinks lead into procfs would cover /proc or its
+		 * files with other content: the masks, read-only paths and the
+		 * exec FIFO's /proc/self/fd would then resolve into it. */
+		struct statfs dest_fs;
+		if (strcmp(m->destination, "/proc") != 0 && strncmp(m->destination, "/proc/", 6) != 0 &&
+		    (fstatfs(target, &dest_fs) != 0 || dest_fs.f_type == 0x9fa0 /* PROC_SUPER_MAGIC */)) {
+			close(target);
+			return fail(b->f, step, "the destination leads into /proc (a symlink in the root filesystem?): refused");
+		}
 		int err = 0;
 		const char *what = "mount";
 		if (sources[i] >= 0) {
