@@ -182,13 +182,31 @@ static int container_devices(const struct container *c, struct builder *b, bool 
 		if (!in_userns || type == S_IFIFO) {
 			(void)unlinkat(dir, name, 0);
 			err = mknodat(dir, name, type | (d->mode & 07777), makedev((unsigned)d->major, (unsigned)d->minor));
+			/* Owner and mode (as given, not as the umask left it) go
+			 * through a handle of the node just made, checked to be it:
+			 * the root's directory may be another user's, who could put
+			 * a link to a host file in its place meanwhile. */
+			int node = err == 0 ? openat(dir, name, O_PATH | O_NOFOLLOW | O_CLOEXEC) : -1;
+			struct stat ns;
+			if (err == 0 && (node < 0 || fstat(node, &ns) != 0 || (ns.st_mode & S_IFMT) != type ||
+					 (type != S_IFIFO && ns.st_rdev != makedev((unsigned)d->major, (unsigned)d->minor)))) {
+				if (node >= 0)
+					close(node);
+				close(dir);
+				return fail(b->f, step, "the node made was replaced");
+			}
+			char by_fd[64];
+			if (err == 0 && format(by_fd, sizeof(by_fd), "/proc/self/fd/%d", node) != 0)
+				err = -1;
 			if (err == 0)
-				err = fchownat(dir, name, d->uid, d->gid, AT_SYMLINK_NOFOLLOW);
-			/* The mode as given, not as the umask left it. A node just
-			 * made by this process in a directory of the root: no link
-			 * can be there in its place. */
+				err = fchownat(node, "", d->uid, d->gid, AT_EMPTY_PATH);
 			if (err == 0)
-				err = fchmodat(dir, name, d->mode & 07777, 0);
+				err = chmod(by_fd, d->mode & 07777);
+			if (node >= 0) {
+				int saved = errno;
+				close(node);
+				errno = saved;
+			}
 		} else {
 			int host = open(d->path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 			struct stat st;
