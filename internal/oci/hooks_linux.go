@@ -17,16 +17,30 @@ import (
 // its argv[0]) and env, killed after its timeout (seconds) if it has one.
 // The first that fails stops the rest.
 func runHooks(kind string, hooks []specs.Hook, state specs.State) error {
+	return eachHook(kind, hooks, state, func(err error) error { return err })
+}
+
+// runHooksWarning runs every hook in order, as the spec asks of poststop
+// hooks: one that fails is reported to warn and the rest still run.
+func runHooksWarning(kind string, hooks []specs.Hook, state specs.State, warn func(string)) {
+	_ = eachHook(kind, hooks, state, func(err error) error { warn(err.Error()); return nil })
+}
+
+// eachHook runs hooks in order and hands each failure to failed, which
+// returns the error that stops the rest, or nil to go on.
+func eachHook(kind string, hooks []specs.Hook, state specs.State, failed func(error) error) error {
 	if len(hooks) == 0 {
 		return nil
 	}
 	data, err := json.Marshal(state)
 	if err != nil {
-		return err
+		return failed(fmt.Errorf("%s hooks: state: %w", kind, err))
 	}
 	for i, h := range hooks {
 		if err := runHook(h, data); err != nil {
-			return fmt.Errorf("%s hook #%d (%s): %w", kind, i, h.Path, err)
+			if err := failed(fmt.Errorf("%s hook #%d (%s): %w", kind, i, h.Path, err)); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

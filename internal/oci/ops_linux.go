@@ -301,9 +301,7 @@ func (rt *Runtime) Delete(id string, force bool) error {
 	}
 	o.status = specs.StateStopped
 	if h := o.state.Hooks; h != nil {
-		if err := runHooks("poststop", h.Poststop, o.specState()); err != nil {
-			rt.Log.Warn(err.Error())
-		}
+		runHooksWarning("poststop", h.Poststop, o.specState(), rt.Log.Warn)
 	}
 	err = o.container.Remove()
 	o.container = nil

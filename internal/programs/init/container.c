@@ -388,7 +388,11 @@ static int private_parent(int dir)
 static int container_root(const struct container *c, bool in_userns, struct failure *f)
 {
 	uint64_t prop = c->root_propagation != 0 ? c->root_propagation : (uint64_t)(MS_SLAVE | MS_REC);
-	if (mount("", "/", "", (unsigned long)prop, NULL) != 0)
+	/* An unbindable tree cannot be cloned into the root: it is built
+	 * private (no event reaches the host either way), and the new root
+	 * made unbindable once pivoted into. */
+	uint64_t build_prop = (prop & MS_UNBINDABLE) ? (uint64_t)(MS_PRIVATE | MS_REC) : prop;
+	if (mount("", "/", "", (unsigned long)build_prop, NULL) != 0)
 		return fail_errno(f, "root propagation", NULL);
 	char why[PATH_MAX + 256];
 	int rootfs = open_verified(c->rootfs, c->rootfs_dev, c->rootfs_ino, why, sizeof(why));
@@ -412,6 +416,11 @@ static int container_root(const struct container *c, bool in_userns, struct fail
 	root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (root < 0)
 		return fail_errno(f, "open new root", NULL);
+	/* The new root is a clone of its own: as asked, it is made unbindable,
+	 * or shared (a peer group of the container's when the rootfs's host
+	 * mount is private, so that binds of / inside see later mounts). */
+	if ((prop & (MS_UNBINDABLE | MS_SHARED)) && mount("", "/", "", (unsigned long)prop, NULL) != 0)
+		return fail_errno(f, "root propagation", "of the new root");
 	/* runc's order: names and sysctls while /proc/sys can be written,
 	 * then read-only paths, masks, and the root read-only last. */
 	/* An empty name is none given: the namespace keeps the host's, as
