@@ -78,6 +78,18 @@ func (cg *Cgroup) v1Writes(r *specs.LinuxResources) ([]cgroupWrite, error) {
 		if m.Reservation != nil && *m.Reservation != 0 {
 			out = append(out, cgroupWrite{dir, "memory.soft_limit_in_bytes", limitValue(*m.Reservation, "-1")})
 		}
+		if m.KernelTCP != nil && *m.KernelTCP != 0 {
+			out = append(out, cgroupWrite{dir, "memory.kmem.tcp.limit_in_bytes", limitValue(*m.KernelTCP, "-1")})
+		}
+		if m.Swappiness != nil {
+			out = append(out, cgroupWrite{dir, "memory.swappiness", strconv.FormatUint(*m.Swappiness, 10)})
+		}
+		if m.DisableOOMKiller != nil && *m.DisableOOMKiller {
+			out = append(out, cgroupWrite{dir, "memory.oom_control", "1"})
+		}
+		if m.UseHierarchy != nil && *m.UseHierarchy {
+			out = append(out, cgroupWrite{dir, "memory.use_hierarchy", "1"})
+		}
 	}
 	if c := r.CPU; c != nil {
 		if c.Shares != nil || c.Period != nil || c.Quota != nil {
@@ -181,6 +193,9 @@ func (cg *Cgroup) v2Writes(r *specs.LinuxResources) ([]cgroupWrite, error) {
 		return nil, errors.New("linux.resources.devices: device rules on cgroup v2 need an eBPF program, which jail does not load yet")
 	}
 	if m := r.Memory; m != nil {
+		if err := v2MemoryRefusals(m); err != nil {
+			return nil, err
+		}
 		if m.Swap != nil && *m.Swap != 0 {
 			swap := "max"
 			if *m.Swap > 0 {
@@ -250,6 +265,21 @@ func (cg *Cgroup) Update(r *specs.LinuxResources) error {
 	}
 	if err := cg.apply(r); err != nil {
 		return fmt.Errorf("oci: cgroup: %w", err)
+	}
+	return nil
+}
+
+// v2MemoryRefusals names the v1 memory settings that cgroup v2 has no file
+// for (useHierarchy is always so on v2; kernel is ignored everywhere).
+func v2MemoryRefusals(m *specs.LinuxMemory) error {
+	for name, set := range map[string]bool{
+		"kernelTCP":        m.KernelTCP != nil && *m.KernelTCP != 0,
+		"swappiness":       m.Swappiness != nil,
+		"disableOOMKiller": m.DisableOOMKiller != nil && *m.DisableOOMKiller,
+	} {
+		if set {
+			return fmt.Errorf("linux.resources.memory.%s: cgroup v2 has no such setting", name)
+		}
 	}
 	return nil
 }

@@ -165,3 +165,34 @@ func TestDeviceRule(t *testing.T) {
 		}
 	}
 }
+
+// TestCgroupMemorySettingsOfV1: kernelTCP, swappiness, disableOOMKiller
+// and useHierarchy land in their v1 files; on v2, which has no such
+// files, the first three are refused rather than dropped.
+func TestCgroupMemorySettingsOfV1(t *testing.T) {
+	r := &specs.LinuxResources{Memory: &specs.LinuxMemory{
+		KernelTCP: i64(8 << 20), Swappiness: u64(10), DisableOOMKiller: boolp(true), UseHierarchy: boolp(true),
+	}}
+	cg, err := NewCgroup(testCgroupPath(t), r)
+	if err != nil {
+		if strings.Contains(err.Error(), "cgroup v2 has no such setting") {
+			return
+		}
+		t.Fatal(err)
+	}
+	defer cg.Remove()
+	if cg.V2 {
+		t.Fatal("v2 took v1's memory settings")
+	}
+	dir := cg.dir("memory")
+	for file, want := range map[string]string{
+		"memory.kmem.tcp.limit_in_bytes": "8388608", "memory.swappiness": "10", "memory.use_hierarchy": "1",
+	} {
+		if got := readKnob(t, dir, file); got != want {
+			t.Errorf("%s: %q; want %q", file, got, want)
+		}
+	}
+	if got := readKnob(t, dir, "memory.oom_control"); !strings.Contains(got, "oom_kill_disable 1") {
+		t.Errorf("memory.oom_control: %q", got)
+	}
+}

@@ -122,6 +122,9 @@ func Translate(b *Bundle, opts TranslateOptions) (*Prepared, error) {
 	if spec.Process.ConsoleSize != nil {
 		p.Warnings = append(p.Warnings, "process.consoleSize is not applied: the console socket's reader sizes the terminal")
 	}
+	if r := spec.Linux.Resources; r != nil && r.Memory != nil && r.Memory.Kernel != nil {
+		p.Warnings = append(p.Warnings, "linux.resources.memory.kernel is ignored: kernel memory limits are deprecated (runtime-spec) and gone from cgroup v2")
+	}
 	process, warnings := translateProcess(spec.Process, lastCap)
 	c.Process = process
 	p.Warnings = append(p.Warnings, warnings...)

@@ -9,7 +9,9 @@ import (
 )
 
 // validateResources allows the limits jail writes (cgroup_linux.go):
-// memory (limit, reservation, swap), cpu (shares, quota, period, cpus,
+// memory (limit, reservation, swap; on v1 also kernelTCP, swappiness,
+// disableOOMKiller, useHierarchy; kernel is ignored with a warning, as
+// the spec allows), cpu (shares, quota, period, cpus,
 // mems), pids, hugepage limits and device rules (v1); anything else set
 // is refused rather than left unapplied.
 func validateResources(r *specs.LinuxResources) error {
@@ -17,16 +19,10 @@ func validateResources(r *specs.LinuxResources) error {
 		return nil
 	}
 	if m := r.Memory; m != nil {
-		for name, set := range map[string]bool{
-			"kernel": m.Kernel != nil, "kernelTCP": m.KernelTCP != nil, "swappiness": m.Swappiness != nil,
-			"disableOOMKiller": m.DisableOOMKiller != nil && *m.DisableOOMKiller,
-			"useHierarchy":     m.UseHierarchy != nil && *m.UseHierarchy,
-		} {
-			if set {
-				return fmt.Errorf("oci: linux.resources.memory.%s is not supported", name)
-			}
+		if m.Swappiness != nil && *m.Swappiness > 100 {
+			return fmt.Errorf("oci: linux.resources.memory.swappiness %d is above 100", *m.Swappiness)
 		}
-		for name, v := range map[string]*int64{"limit": m.Limit, "reservation": m.Reservation, "swap": m.Swap} {
+		for name, v := range map[string]*int64{"limit": m.Limit, "reservation": m.Reservation, "swap": m.Swap, "kernelTCP": m.KernelTCP} {
 			if v != nil && *v < -1 {
 				return fmt.Errorf("oci: linux.resources.memory.%s %d is neither a size nor -1", name, *v)
 			}

@@ -22,6 +22,7 @@ func baseSpec() *specs.Spec {
 
 func i64(v int64) *int64   { return &v }
 func u64(v uint64) *uint64 { return &v }
+func boolp(v bool) *bool   { return &v }
 func u32(v uint32) *uint32 { return &v }
 func intp(v int) *int      { return &v }
 
@@ -149,9 +150,9 @@ func TestValidateRefusesWhatJailCannotDoOrIsMalformed(t *testing.T) {
 		{"intelRdt", func(s *specs.Spec) { s.Linux.IntelRdt = &specs.LinuxIntelRdt{} }, "linux.intelRdt is not supported"},
 		{"personality", func(s *specs.Spec) { s.Linux.Personality = &specs.LinuxPersonality{} }, "linux.personality is not supported"},
 		{"memoryPolicy", func(s *specs.Spec) { s.Linux.MemoryPolicy = &specs.LinuxMemoryPolicy{} }, "linux.memoryPolicy is not supported"},
-		{"kernel memory", func(s *specs.Spec) {
-			s.Linux.Resources = &specs.LinuxResources{Memory: &specs.LinuxMemory{Kernel: i64(1)}}
-		}, "memory.kernel is not supported"},
+		{"swappiness above 100", func(s *specs.Spec) {
+			s.Linux.Resources = &specs.LinuxResources{Memory: &specs.LinuxMemory{Swappiness: u64(101)}}
+		}, "memory.swappiness 101 is above 100"},
 		{"swap below memory", func(s *specs.Spec) {
 			s.Linux.Resources = &specs.LinuxResources{Memory: &specs.LinuxMemory{Limit: i64(2 << 20), Swap: i64(1 << 20)}}
 		}, "is below memory.limit"},
