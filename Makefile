@@ -117,7 +117,7 @@ test-deps:
 # interleaved run (test/startbench: cold start on a busybox root and on the
 # default root, throughput two at a time; JSON in bin/bench-start.json),
 # then image unpacking beside umoci and the cost of --image.
-BENCH_PACKAGES := bubblewrap crun runc umoci bc busybox-static util-linux
+BENCH_PACKAGES := bubblewrap crun runc umoci bc busybox-static util-linux containerd
 bench: build
 	@missing=""; for p in $(BENCH_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -129,6 +129,7 @@ bench: build
 	$(GO) run ./test/persistbench -jail bin/jail
 	$(GO) run ./test/egressbench -jail bin/jail
 	$(GO) run ./test/startbench -jail bin/jail -json bin/bench-start.json
+	$(GO) run ./test/ctrbench -jail bin/jail -json bin/bench-ctr.json
 	bash test/bench-images.sh
 
 vet:
