@@ -473,3 +473,89 @@ func TestOCIRefusesMountDestinationsLedIntoProc(t *testing.T) {
 		}
 	})
 }
+
+// TestOCIProfileAnnotationAddsJailsFilter: a bundle annotated
+// jail.dev/profile: strict gets the strict profile's seccomp filter on top
+// of its own (no socket but AF_UNIX, in the container's process and in
+// what exec starts) and jail's masks (/proc/timer_list, which this bundle
+// leaves unmasked); the same bundle without the annotation gets neither,
+// and a profile jail does not know refuses it in one line.
+func TestOCIProfileAnnotationAddsJailsFilter(t *testing.T) {
+	skipOnCgroupV2(t)
+	if os.Geteuid() != 0 {
+		t.Skip("jail oci is tested as root")
+	}
+	m := asRoot
+	checkNoLeaks(t)
+	{
+		script := "echo timer_list $(wc -c < /proc/timer_list); busybox nc 127.0.0.1 1 </dev/null; exec sleep 1000"
+		for _, c := range []struct {
+			name, profile string
+			denied        bool
+		}{{"without", "", false}, {"strict", "strict", true}} {
+			t.Run(c.name, func(t *testing.T) {
+				root := ociRoot(t, m)
+				bundle := ociBundle(t)
+				spec := ociDefaultSpec([]string{"sh", "-c", script})
+				spec.Linux.MaskedPaths = nil
+				if c.profile != "" {
+					spec.Annotations = map[string]string{"jail.dev/profile": c.profile}
+				}
+				data, err := json.Marshal(spec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(bundle, "config.json"), data, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				out := filepath.Join(bundle, "out")
+				f, err := os.Create(out)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				oci := func(args ...string) int {
+					cmd := command(m, append([]string{"oci", "--root", root}, args...)...)
+					cmd.Stdout, cmd.Stderr = f, f
+					if err := cmd.Run(); err != nil {
+						if ee, ok := err.(*exec.ExitError); ok {
+							return ee.ExitCode()
+						}
+						t.Fatal(err)
+					}
+					return 0
+				}
+				t.Cleanup(func() { jail(t, m, "oci", "--root", root, "delete", "--force", "profiled") })
+				if oci("create", "--bundle", bundle, "profiled") != 0 || oci("start", "profiled") != 0 {
+					b, _ := os.ReadFile(out)
+					t.Fatalf("create and start: %s", b)
+				}
+				waitFor(t, 10*time.Second, "the process's nc", func() bool {
+					b, _ := os.ReadFile(out)
+					return strings.Count(string(b), "nc: ") == 1
+				})
+				oci("exec", "profiled", "busybox", "nc", "127.0.0.1", "1")
+				b, _ := os.ReadFile(out)
+				denials := strings.Count(string(b), "nc: socket: Operation not permitted")
+				masked := strings.Contains(string(b), "timer_list 0\n")
+				if c.denied && (denials != 2 || !masked) {
+					t.Errorf("want the socket denied to the process and the exec'd one, and timer_list masked, got:\n%s", b)
+				}
+				if !c.denied && (denials != 0 || masked) {
+					t.Errorf("without the annotation jail added to the bundle:\n%s", b)
+				}
+			})
+		}
+		r := jail(t, m, "oci", "--root", ociRoot(t, m), "create", "--bundle", func() string {
+			bundle := ociBundle(t)
+			spec := ociDefaultSpec([]string{"true"})
+			spec.Annotations = map[string]string{"jail.dev/profile": "lenient"}
+			data, _ := json.Marshal(spec)
+			if err := os.WriteFile(filepath.Join(bundle, "config.json"), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return bundle
+		}(), "profiled")
+		expectOneLineFailure(t, r, `annotation jail.dev/profile: `)
+	}
+}

@@ -6,6 +6,8 @@ import (
 
 	"github.com/jail-sandbox/jail"
 	"github.com/jail-sandbox/jail/internal/oci"
+	"github.com/jail-sandbox/jail/profiles"
+	"github.com/jail-sandbox/jail/seccomp/filter"
 )
 
 // ociName is the name containerd's runc shim is given for jail (its
@@ -19,6 +21,13 @@ func calledAsRuntime() bool {
 
 // ociCommand is `jail oci` (docs/oci.md): runc's command line.
 func ociCommand(name string, args []string) int {
-	cli := &oci.CLI{Name: name, Version: jail.Version, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+	cli := &oci.CLI{
+		Name: name, Version: jail.Version, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+		// Built-in profiles and root's (/etc/jail/profiles), as jail run
+		// finds them.
+		ResolveProfile: func(profile string) (*profiles.Profile, filter.Filter, error) {
+			return jail.ResolveProfile(profiles.DefaultStore(nil), profile)
+		},
+	}
 	return cli.Main(args)
 }

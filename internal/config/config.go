@@ -215,6 +215,10 @@ type Container struct {
 	Process       ContainerProcess `json:"process"`
 	// Seccomp is the bundle's filter, compiled; empty: none.
 	Seccomp filter.Filter `json:"seccomp"`
+	// ProfileSeccomp is the filter of the jail profile the bundle's
+	// jail.dev/profile annotation names, loaded after the bundle's (the
+	// kernel applies the stricter of the two); empty: none.
+	ProfileSeccomp filter.Filter `json:"profile_seccomp"`
 	// ExecFifoFD is the descriptor of the state directory's exec FIFO
 	// (O_PATH): the container's process is started once `jail oci start`
 	// opens its other end. -1 in a KindEnter, whose process starts at once.

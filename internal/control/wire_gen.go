@@ -554,6 +554,7 @@ func (w *writer) putContainer(v *config.Container) {
 	}
 	w.putContainerProcess(&v.Process)
 	w.putFilter(&v.Seccomp)
+	w.putFilter(&v.ProfileSeccomp)
 	w.int(int64(v.ExecFifoFD))
 }
 
@@ -605,6 +606,7 @@ func (r *reader) getContainer(v *config.Container) {
 	}
 	r.getContainerProcess(&v.Process)
 	r.getFilter(&v.Seccomp)
+	r.getFilter(&v.ProfileSeccomp)
 	v.ExecFifoFD = int(r.intIn(-1, 2147483647))
 }
 

@@ -25,6 +25,9 @@ type CLI struct {
 	Stdin   io.Reader
 	Stdout  io.Writer
 	Stderr  io.Writer
+	// ResolveProfile finds the jail profiles bundles ask for by
+	// annotation (ProfileAnnotation); nil: none can be applied.
+	ResolveProfile ProfileResolver
 }
 
 // maxResources bounds update's --resources input.
@@ -138,7 +141,7 @@ func (cli *CLI) Main(args []string) int {
 		log.File = f
 	}
 	log.Debug = *debug
-	rt := &Runtime{Root: *root, SystemdCgroup: *systemd, Rootless: rootless.value, Log: log}
+	rt := &Runtime{Root: *root, SystemdCgroup: *systemd, Rootless: rootless.value, Log: log, ResolveProfile: cli.ResolveProfile}
 	if err := cli.run(rt, rest[0], rest[1:]); err != nil {
 		var code exitCode
 		if errors.As(err, &code) {

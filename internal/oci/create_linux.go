@@ -32,6 +32,9 @@ type Runtime struct {
 	// make none and the bundle asks for no resources.
 	Rootless string
 	Log      *Logger
+	// ResolveProfile finds the jail profile a bundle's ProfileAnnotation
+	// names; nil refuses such bundles.
+	ResolveProfile ProfileResolver
 	// role, when set, is what create starts in place of the helper's
 	// container role (the tests' stand-in).
 	role *roleCommand
@@ -131,7 +134,7 @@ func (rt *Runtime) Create(o CreateOptions) error {
 
 func (cr *creation) run(b *Bundle, o CreateOptions, cgPath string) error {
 	rt, spec := cr.rt, b.Spec
-	p, err := Translate(b, TranslateOptions{CompileSeccomp: CompileSeccompInTools})
+	p, err := Translate(b, TranslateOptions{CompileSeccomp: CompileSeccompInTools, ResolveProfile: rt.ResolveProfile})
 	if err != nil {
 		return err
 	}

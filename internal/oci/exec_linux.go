@@ -188,6 +188,13 @@ func (rt *Runtime) Exec(o ExecOptions) (int, error) {
 			return 0, fmt.Errorf("the container's seccomp filter: %w", err)
 		}
 	}
+	// The profile's filter too, as every process of the container has it
+	// (its masks are the container's mounts already).
+	if name, asked := op.state.Annotations[ProfileAnnotation]; asked {
+		if _, c.ProfileSeccomp, err = resolveAnnotated(name, rt.ResolveProfile); err != nil {
+			return 0, err
+		}
+	}
 	ns, err := differentNamespaces(op.state.Pid)
 	if err != nil {
 		return 0, err

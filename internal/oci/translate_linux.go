@@ -13,6 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/jail-sandbox/jail/internal/config"
+	"github.com/jail-sandbox/jail/internal/layout"
+	"github.com/jail-sandbox/jail/profiles"
 	"github.com/jail-sandbox/jail/seccomp/filter"
 )
 
@@ -31,7 +33,19 @@ type TranslateOptions struct {
 	// CapLastCap is the highest capability this kernel knows; 0 reads
 	// /proc/sys/kernel/cap_last_cap.
 	CapLastCap uint
+	// ResolveProfile finds a jail profile and its compiled filter, for
+	// the ProfileAnnotation; nil refuses a bundle that has one.
+	ResolveProfile ProfileResolver
 }
+
+// ProfileResolver finds the named jail profile and its compiled filter.
+type ProfileResolver func(name string) (*profiles.Profile, filter.Filter, error)
+
+// ProfileAnnotation names a jail profile whose seccomp filter, masks and
+// read-only paths apply on top of the bundle's: jail's own defaults,
+// when a pod asks for them. Without it jail adds nothing the bundle did
+// not ask for.
+const ProfileAnnotation = "jail.dev/profile"
 
 // Prepared is a container's description for the role and the files it
 // names, which are attached, in order, to the KindContainer.
@@ -138,8 +152,60 @@ func Translate(b *Bundle, opts TranslateOptions) (*Prepared, error) {
 		}
 		c.Seccomp = f
 	}
+	if name, asked := spec.Annotations[ProfileAnnotation]; asked {
+		if err := applyProfile(c, name, opts.ResolveProfile); err != nil {
+			return nil, err
+		}
+	}
 	ok = true
 	return p, nil
+}
+
+// applyProfile adds the jail profile name's filter, and the masks and
+// read-only paths every jail sandbox has with the profile's own, to c.
+func applyProfile(c *config.Container, name string, resolve ProfileResolver) error {
+	prof, f, err := resolveAnnotated(name, resolve)
+	if err != nil {
+		return err
+	}
+	c.ProfileSeccomp = f
+	c.MaskedPaths = appendNew(c.MaskedPaths, layout.KernelMasked, prof.Masks)
+	c.ReadonlyPaths = appendNew(c.ReadonlyPaths, layout.ProcReadOnly, prof.ReadOnly)
+	return nil
+}
+
+// resolveAnnotated resolves the profile ProfileAnnotation names.
+func resolveAnnotated(name string, resolve ProfileResolver) (*profiles.Profile, filter.Filter, error) {
+	if resolve == nil {
+		return nil, filter.Filter{}, fmt.Errorf("oci: annotation %s: this build cannot apply jail profiles", ProfileAnnotation)
+	}
+	prof, f, err := resolve(name)
+	if err != nil {
+		return nil, filter.Filter{}, fmt.Errorf("oci: annotation %s: %w", ProfileAnnotation, err)
+	}
+	if !f.Valid() {
+		return nil, filter.Filter{}, fmt.Errorf("oci: annotation %s: profile %q has no compiled filter", ProfileAnnotation, name)
+	}
+	return prof, f, nil
+}
+
+// appendNew appends the clean absolute paths of lists that list does not
+// hold yet.
+func appendNew(list []string, lists ...[]string) []string {
+	seen := make(map[string]bool, len(list))
+	for _, p := range list {
+		seen[p] = true
+	}
+	for _, l := range lists {
+		for _, p := range l {
+			p = filepath.Clean(p)
+			if filepath.IsAbs(p) && !seen[p] {
+				seen[p] = true
+				list = append(list, p)
+			}
+		}
+	}
+	return list
 }
 
 // namespaces sets New and opens and attaches the namespaces to join, in

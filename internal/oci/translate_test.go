@@ -3,6 +3,7 @@ package oci
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,7 +13,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/jail-sandbox/jail/internal/config"
+	"github.com/jail-sandbox/jail/internal/layout"
 	"github.com/jail-sandbox/jail/internal/programs"
+	"github.com/jail-sandbox/jail/profiles"
 	"github.com/jail-sandbox/jail/seccomp/filter"
 )
 
@@ -314,6 +317,80 @@ func TestTranslateSeccomp(t *testing.T) {
 	}})
 	if err == nil || err.Error() != "oci: linux.seccomp: unknown architecture" {
 		t.Errorf("compiler's error: %v", err)
+	}
+}
+
+// TestTranslateProfileAnnotation: jail.dev/profile adds the named jail
+// profile's filter, jail's masks and read-only paths and the profile's
+// own to the bundle's, each once; without it nothing is added, and a
+// profile that cannot be had refuses the bundle.
+func TestTranslateProfileAnnotation(t *testing.T) {
+	strict := filter.Filter{Allowlist: make([]byte, 16)}
+	resolve := func(name string) (*profiles.Profile, filter.Filter, error) {
+		if name != "strict" {
+			return nil, filter.Filter{}, fmt.Errorf("profile %q: no such profile", name)
+		}
+		return &profiles.Profile{Masks: []string{"/secret", "relative"}, ReadOnly: []string{"/etc"}}, strict, nil
+	}
+	spec := baseSpec()
+	spec.Linux.MaskedPaths = []string{"/proc/kcore"}
+	p, err := translateBundle(t, spec, TranslateOptions{ResolveProfile: resolve})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Container.ProfileSeccomp.Allowlist) != 0 || len(p.Container.MaskedPaths) != 1 || len(p.Container.ReadonlyPaths) != 0 {
+		t.Errorf("no annotation: %+v %v %v", p.Container.ProfileSeccomp, p.Container.MaskedPaths, p.Container.ReadonlyPaths)
+	}
+
+	spec.Annotations = map[string]string{ProfileAnnotation: "strict"}
+	p, err = translateBundle(t, spec, TranslateOptions{ResolveProfile: resolve})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Container.ProfileSeccomp.Allowlist) != 16 {
+		t.Error("the profile's filter is not the container's")
+	}
+	count := func(list []string, want string) int {
+		n := 0
+		for _, p := range list {
+			if p == want {
+				n++
+			}
+		}
+		return n
+	}
+	for _, want := range append([]string{"/secret"}, layout.KernelMasked...) {
+		if count(p.Container.MaskedPaths, want) != 1 {
+			t.Errorf("masked paths %v: %s not once", p.Container.MaskedPaths, want)
+		}
+	}
+	if count(p.Container.MaskedPaths, "relative") != 0 {
+		t.Errorf("a relative mask was taken: %v", p.Container.MaskedPaths)
+	}
+	for _, want := range append([]string{"/etc"}, layout.ProcReadOnly...) {
+		if count(p.Container.ReadonlyPaths, want) != 1 {
+			t.Errorf("read-only paths %v: %s not once", p.Container.ReadonlyPaths, want)
+		}
+	}
+
+	for _, c := range []struct {
+		name    string
+		profile string
+		resolve ProfileResolver
+		want    string
+	}{
+		{"unknown profile", "lenient", resolve, `oci: annotation jail.dev/profile: profile "lenient": no such profile`},
+		{"no resolver", "strict", nil, "oci: annotation jail.dev/profile: this build cannot apply jail profiles"},
+		{"no filter", "strict", func(string) (*profiles.Profile, filter.Filter, error) {
+			return &profiles.Profile{}, filter.Filter{}, nil
+		}, `profile "strict" has no compiled filter`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			spec.Annotations = map[string]string{ProfileAnnotation: c.profile}
+			if _, err := translateBundle(t, spec, TranslateOptions{ResolveProfile: c.resolve}); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%v; want %q", err, c.want)
+			}
+		})
 	}
 }
 

@@ -486,10 +486,15 @@ static int container_caps(const struct container_process *p, struct failure *f)
 	return 0;
 }
 
-/* container_filter loads the bundle's compiled filter. */
+/* container_filter loads the bundle's compiled filter, then the jail
+ * profile's the bundle asked for on top (the kernel runs every program
+ * loaded and takes the strictest verdict). */
 static int container_filter(const struct container *c, struct failure *f)
 {
-	const struct wire_bytes *programs[] = {&c->seccomp.allowlist, &c->seccomp.denials, &c->seccomp.guard};
+	const struct wire_bytes *programs[] = {
+		&c->seccomp.allowlist, &c->seccomp.denials, &c->seccomp.guard,
+		&c->profile_seccomp.allowlist, &c->profile_seccomp.denials, &c->profile_seccomp.guard,
+	};
 	for (size_t i = 0; i < sizeof(programs) / sizeof(programs[0]); i++) {
 		if (!programs[i]->present)
 			continue;

@@ -480,6 +480,7 @@ struct container {
 	size_t nsysctl;
 	struct container_process process;
 	struct filter seccomp;
+	struct filter profile_seccomp;
 	int exec_fifo_fd;
 };
 
@@ -1304,6 +1305,7 @@ static void wire_get_container(struct wire_reader *r, struct container *v)
 	}
 	wire_get_container_process(r, &v->process);
 	wire_get_filter(r, &v->seccomp);
+	wire_get_filter(r, &v->profile_seccomp);
 	v->exec_fifo_fd = (int)wire_read_int_in(r, -1LL, INT32_MAX);
 }
 
@@ -1344,6 +1346,7 @@ static void wire_put_container(struct wire_writer *w, const struct container *v)
 	}
 	wire_put_container_process(w, &v->process);
 	wire_put_filter(w, &v->seccomp);
+	wire_put_filter(w, &v->profile_seccomp);
 	wire_put_int(w, v->exec_fifo_fd);
 }
 
@@ -1379,6 +1382,7 @@ static void wire_free_container(struct container *v)
 	free(v->sysctl);
 	wire_free_container_process(&v->process);
 	wire_free_filter(&v->seccomp);
+	wire_free_filter(&v->profile_seccomp);
 }
 
 static void wire_get_wire_message(struct wire_reader *r, struct wire_message *v)
@@ -2001,6 +2005,8 @@ static void wire_print_container(FILE *out, const char *path, const struct conta
 	wire_print_container_process(out, key, &v->process);
 	wire_key(key, sizeof(key), path, ".Seccomp", -1);
 	wire_print_filter(out, key, &v->seccomp);
+	wire_key(key, sizeof(key), path, ".ProfileSeccomp", -1);
+	wire_print_filter(out, key, &v->profile_seccomp);
 	wire_key(key, sizeof(key), path, ".ExecFifoFD", -1);
 	fprintf(out, "%s=%lld\n", key, (long long)v->exec_fifo_fd);
 }
