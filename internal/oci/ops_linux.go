@@ -429,7 +429,10 @@ func (rt *Runtime) Update(id string, resources []byte) error {
 	if o.state.Cgroup == nil {
 		return errors.New("the container has no cgroup")
 	}
-	return o.state.Cgroup.Update(&r)
+	if err := o.state.Cgroup.Update(&r); err != nil {
+		return err
+	}
+	return o.container.WriteState(o.state) // the device rules in force
 }
 
 // List returns the state of every container in the root.
