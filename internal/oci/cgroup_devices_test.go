@@ -94,6 +94,25 @@ func TestDeviceProgramRefusesBadRules(t *testing.T) {
 	}
 }
 
+// TestTheProgramOfTheMostRulesLoads: a bundle of as many rules as jail
+// takes, each testing every field, gets a program the kernel's verifier
+// accepts (a jump on a field itself made it tell apart states that
+// multiplied, and refused a few hundred rules).
+func TestTheProgramOfTheMostRulesLoads(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to load a BPF program")
+	}
+	rules := []specs.LinuxDeviceCgroup{rule(false, "a", none, none, "rwm")}
+	for i := 1; i < maxDeviceRules; i++ {
+		rules = append(rules, rule(i%3 != 0, []string{"c", "b", "a"}[i%3], int64(i%300), int64(i), []string{"r", "w", "m", "rw", "rwm"}[i%5]))
+	}
+	prog, err := loadDeviceProgram(rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog.Close()
+}
+
 // deviceAccess is one access deviceProbe tries: "r", "w", "rw" to open
 // path, or "mknod" to make a node of path's type ("c 1 3") in a
 // directory.
