@@ -179,7 +179,6 @@ func (c *containerd) importBusybox(ref string) {
 // that is exec'd into (the exec's output and status its own) and killed,
 // and one on a terminal; each is deleted, and nothing of it is left.
 func TestContainerdRunsJailOCI(t *testing.T) {
-	skipOnCgroupV2(t)
 	checkNoLeaks(t)
 	c := startContainerd(t)
 	const ref = "localhost/busybox:jail"

@@ -265,7 +265,6 @@ func ociDefaultSpec(args []string) *specs.Spec {
 // kill ends it; delete removes it; and nothing is left: no process, state,
 // cgroup or mount.
 func TestOCIContainerLifecycle(t *testing.T) {
-	skipOnCgroupV2(t)
 	forEachMode(t, func(t *testing.T, m mode) {
 		if m.rootless {
 			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
@@ -350,17 +349,6 @@ func TestOCIContainerLifecycle(t *testing.T) {
 	})
 }
 
-// skipOnCgroupV2 skips a test of bundles with device rules (runc's and
-// containerd's all have them) where cgroups are v2: jail oci refuses
-// those until it loads the eBPF device program v2 needs.
-func skipOnCgroupV2(t *testing.T) {
-	t.Helper()
-	var st syscall.Statfs_t
-	if syscall.Statfs("/sys/fs/cgroup", &st) == nil && st.Type == 0x63677270 {
-		t.Skip("cgroup v2: jail oci does not enforce device rules there yet (an eBPF program), so it refuses bundles with them")
-	}
-}
-
 // TestOCICapabilityBoundingIgnoresTheContainersProc: a volume the
 // container writes, mounted over /proc/sys/kernel, gives it a
 // cap_last_cap of its own ("0"). The
@@ -369,7 +357,6 @@ func skipOnCgroupV2(t *testing.T) {
 // read from a /proc the container controls (which kept every capability
 // but the first, and so gave a root process all of them at its exec).
 func TestOCICapabilityBoundingIgnoresTheContainersProc(t *testing.T) {
-	skipOnCgroupV2(t)
 	forEachMode(t, func(t *testing.T, m mode) {
 		if m.rootless {
 			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
@@ -437,7 +424,6 @@ func TestOCICapabilityBoundingIgnoresTheContainersProc(t *testing.T) {
 // start waiting forever). Create refuses it in one line and leaves
 // nothing.
 func TestOCIRefusesMountDestinationsLedIntoProc(t *testing.T) {
-	skipOnCgroupV2(t)
 	forEachMode(t, func(t *testing.T, m mode) {
 		if m.rootless {
 			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")

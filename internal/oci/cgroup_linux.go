@@ -31,6 +31,12 @@ type Cgroup struct {
 	// Made are the directories create made, deepest first: what delete
 	// removes (those above the container's own only when empty).
 	Made []string `json:"made,omitempty"`
+	// Devices are the device rules in force (compactDeviceRules), from
+	// which update makes v2's program again.
+	Devices []specs.LinuxDeviceCgroup `json:"devices,omitempty"`
+	// DeviceDefaults are the allow rules for the container's own devices
+	// (deviceAllows), which update appends to its rules as create did.
+	DeviceDefaults []specs.LinuxDeviceCgroup `json:"deviceDefaults,omitempty"`
 }
 
 // cgroupMounts are the hierarchy roots the container's directories go in

@@ -32,6 +32,20 @@ func (cg *Cgroup) apply(r *specs.LinuxResources) error {
 	if err != nil {
 		return err
 	}
+	if len(r.Devices) > 0 {
+		// The rules in force: v1's kernel adds r's to its list, v2's
+		// program is made again from the whole.
+		rules, err := compactDeviceRules(append(append([]specs.LinuxDeviceCgroup(nil), cg.Devices...), r.Devices...))
+		if err != nil {
+			return fmt.Errorf("linux.resources.devices: %w", err)
+		}
+		if cg.V2 {
+			if err := setDeviceProgram(cg.Paths[0], rules); err != nil {
+				return fmt.Errorf("linux.resources.devices: %w", err)
+			}
+		}
+		cg.Devices = rules
+	}
 	for _, w := range writes {
 		if err := cgroupfile.Write(filepath.Join(w.dir, w.file), w.value); err != nil {
 			return fmt.Errorf("set %s: %w", w.file, err)
@@ -146,7 +160,9 @@ func (cg *Cgroup) v1Writes(r *specs.LinuxResources) ([]cgroupWrite, error) {
 			if d.Allow {
 				file = "devices.allow"
 			}
-			out = append(out, cgroupWrite{dir, file, deviceRule(d)})
+			for _, line := range deviceRuleLines(d) {
+				out = append(out, cgroupWrite{dir, file, line})
+			}
 		}
 	}
 	return out, nil
@@ -160,38 +176,44 @@ func pidsValue(n int64) string {
 	return strconv.FormatInt(n, 10)
 }
 
-// deviceRule is a v1 devices.allow/deny line: "TYPE MAJOR:MINOR ACCESS",
-// "a" alone for every device.
-func deviceRule(d specs.LinuxDeviceCgroup) string {
-	t := d.Type
-	if t == "" {
-		t = "a"
-	}
+// deviceRuleLines are the v1 devices.allow/deny lines of a rule: "TYPE
+// MAJOR:MINOR ACCESS", "a" alone for every device and access. The kernel
+// reads any line that starts with "a" as that, whatever follows, so a rule
+// of type a for some devices or accesses is written as one line for
+// character devices and one for block devices: "allow read of every
+// device" must not allow everything (nor v1 differ from v2's program).
+func deviceRuleLines(d specs.LinuxDeviceCgroup) []string {
 	access := d.Access
 	if access == "" {
 		access = "rwm"
 	}
-	if t == "a" && d.Major == nil && d.Minor == nil && access == "rwm" {
-		return "a"
+	wild := func(p *int64) bool { return p == nil || *p == -1 }
+	if (d.Type == "" || d.Type == "a") && wild(d.Major) && wild(d.Minor) && access == "rwm" {
+		return []string{"a"}
 	}
 	num := func(p *int64) string {
-		if p == nil || *p == -1 {
+		if wild(p) {
 			return "*"
 		}
 		return strconv.FormatInt(*p, 10)
 	}
-	return fmt.Sprintf("%s %s:%s %s", t, num(d.Major), num(d.Minor), access)
+	types := []string{d.Type}
+	if d.Type == "" || d.Type == "a" {
+		types = []string{"c", "b"}
+	}
+	var out []string
+	for _, t := range types {
+		out = append(out, fmt.Sprintf("%s %s:%s %s", t, num(d.Major), num(d.Minor), access))
+	}
+	return out
 }
 
 // v2Writes are r's files on v2, converted as runc converts them: swap is
 // memory+swap in the spec and swap alone in memory.swap.max, shares become
-// a weight.
+// a weight. Device rules are no file there (setDeviceProgram).
 func (cg *Cgroup) v2Writes(r *specs.LinuxResources) ([]cgroupWrite, error) {
 	dir := cg.Paths[0]
 	var out []cgroupWrite
-	if len(r.Devices) > 0 {
-		return nil, errors.New("linux.resources.devices: device rules on cgroup v2 need an eBPF program, which jail does not load yet")
-	}
 	if m := r.Memory; m != nil {
 		if err := v2MemoryRefusals(m); err != nil {
 			return nil, err
@@ -256,12 +278,23 @@ func sharesToWeight(shares uint64) uint64 {
 }
 
 // Update writes new resources into an existing cgroup (jail oci update).
+// Device rules are added after those in force (as v1's kernel adds them),
+// then the container's own devices allowed again; the caller saves cg,
+// whose Devices changed.
 func (cg *Cgroup) Update(r *specs.LinuxResources) error {
 	if err := validateResources(r); err != nil {
 		return err
 	}
 	if len(cg.Paths) == 0 {
 		return errors.New("oci: the container has no cgroup")
+	}
+	if len(r.Devices) > 0 && len(cg.DeviceDefaults) > 0 {
+		// The container's own devices stay allowed, as after create: an
+		// update's rules are its bundle's again (containerd's: deny all,
+		// then exceptions), which would deny them.
+		withDefaults := *r
+		withDefaults.Devices = append(append([]specs.LinuxDeviceCgroup(nil), r.Devices...), cg.DeviceDefaults...)
+		r = &withDefaults
 	}
 	if err := cg.apply(r); err != nil {
 		return fmt.Errorf("oci: cgroup: %w", err)

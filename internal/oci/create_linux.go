@@ -153,6 +153,9 @@ func (cr *creation) run(b *Bundle, o CreateOptions, cgPath string) error {
 	if err := cr.makeCgroup(cgPath, withDeviceDefaults(spec.Linux.Resources, spec.Linux.Devices)); err != nil {
 		return err
 	}
+	if cr.cgroup != nil {
+		cr.cgroup.DeviceDefaults = deviceAllows(spec.Linux.Devices) // for update
+	}
 	// The role's child, the container's process, is this process's once
 	// the role exits, and the shim's once this one does.
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
@@ -222,23 +225,7 @@ func withDeviceDefaults(r *specs.LinuxResources, devices []specs.LinuxDevice) *s
 		return r
 	}
 	out := *r
-	out.Devices = append([]specs.LinuxDeviceCgroup(nil), r.Devices...)
-	allow := func(typ string, major, minor int64) {
-		out.Devices = append(out.Devices, specs.LinuxDeviceCgroup{Allow: true, Type: typ, Major: &major, Minor: &minor, Access: "rwm"})
-	}
-	for _, d := range defaultDevices() {
-		allow(d.Type, d.Major, d.Minor)
-	}
-	for _, d := range devices {
-		switch d.Type {
-		case "c", "u": // u: unbuffered, a character device to the kernel
-			allow("c", d.Major, d.Minor)
-		case "b":
-			allow("b", d.Major, d.Minor)
-		}
-	}
-	allow("c", 5, 2)                                                                                                          // /dev/ptmx
-	out.Devices = append(out.Devices, specs.LinuxDeviceCgroup{Allow: true, Type: "c", Major: ptr(int64(136)), Access: "rwm"}) // /dev/pts/*
+	out.Devices = append(append([]specs.LinuxDeviceCgroup(nil), r.Devices...), deviceAllows(devices)...)
 	return &out
 }
 

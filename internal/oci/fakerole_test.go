@@ -32,6 +32,8 @@ func TestMain(m *testing.M) {
 			os.Exit(fakeRole())
 		case fakeInitArg:
 			os.Exit(fakeInit())
+		case deviceProbeArg:
+			os.Exit(deviceProbe())
 		}
 	}
 	os.Exit(m.Run())

@@ -427,7 +427,13 @@ func (rt *Runtime) Update(id string, resources []byte) error {
 	if o.state.Cgroup == nil {
 		return errors.New("the container has no cgroup")
 	}
-	return o.state.Cgroup.Update(&r)
+	err = o.state.Cgroup.Update(&r)
+	// Saved even when a limit failed: the device rules in force may have
+	// changed before it.
+	if werr := o.container.WriteState(o.state); err == nil {
+		err = werr
+	}
+	return err
 }
 
 // List returns the state of every container in the root.

@@ -3,6 +3,7 @@ package oci
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -11,8 +12,9 @@ import (
 // validateResources allows the limits jail writes (cgroup_linux.go):
 // memory (limit, reservation, swap; on v1 also kernelTCP, swappiness,
 // disableOOMKiller, useHierarchy; kernel is ignored with a warning, as
-// the spec allows), cpu (shares, quota, period, cpus,
-// mems), pids, hugepage limits and device rules (v1); anything else set
+// the spec allows), cpu (shares, quota, period, cpus, mems), pids,
+// hugepage limits and device rules (a v2 cgroup gets them as an eBPF
+// program: cgroup_devices_linux.go); anything else set
 // is refused rather than left unapplied.
 func validateResources(r *specs.LinuxResources) error {
 	if r == nil {
@@ -62,6 +64,9 @@ func validateResources(r *specs.LinuxResources) error {
 		if !wellFormedPageSize(h.Pagesize) {
 			return fmt.Errorf("oci: linux.resources.hugepageLimits[%d]: %q is not a page size", i, h.Pagesize)
 		}
+	}
+	if len(r.Devices) > maxDeviceRules {
+		return fmt.Errorf("oci: linux.resources.devices: %d rules (at most %d)", len(r.Devices), maxDeviceRules)
 	}
 	for i, d := range r.Devices {
 		if err := validateDeviceRule(d); err != nil {
@@ -133,6 +138,9 @@ func validateDeviceRule(d specs.LinuxDeviceCgroup) error {
 	}
 	if d.Major != nil && *d.Major < -1 || d.Minor != nil && *d.Minor < -1 {
 		return errors.New("negative major or minor")
+	}
+	if d.Major != nil && *d.Major > math.MaxUint32 || d.Minor != nil && *d.Minor > math.MaxUint32 {
+		return errors.New("major or minor above 2^32-1")
 	}
 	return nil
 }
