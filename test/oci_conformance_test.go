@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -40,7 +41,12 @@ func TestOCIConformance(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the conformance suite runs as root")
 	}
-	skipOnCgroupV2(t)
+	// ociMustPass is what passes on a v1 host like CI's; the v2 VM runs
+	// the suite's programs' subjects in the other OCI tests.
+	var st syscall.Statfs_t
+	if syscall.Statfs("/sys/fs/cgroup", &st) == nil && st.Type == 0x63677270 {
+		t.Skip("cgroup v2: the conformance gate runs on the v1 host")
+	}
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("the conformance suite is built here with go, which this machine lacks")
 	}

@@ -467,7 +467,6 @@ func TestOCIRefusesMountDestinationsLedIntoProc(t *testing.T) {
 // leaves unmasked); the same bundle without the annotation gets neither,
 // and a profile jail does not know refuses it in one line.
 func TestOCIProfileAnnotationAddsJailsFilter(t *testing.T) {
-	skipOnCgroupV2(t)
 	if os.Geteuid() != 0 {
 		t.Skip("jail oci is tested as root")
 	}
