@@ -134,7 +134,7 @@ func (rt *Runtime) Create(o CreateOptions) error {
 
 func (cr *creation) run(b *Bundle, o CreateOptions, cgPath string) error {
 	rt, spec := cr.rt, b.Spec
-	p, err := Translate(b, TranslateOptions{CompileSeccomp: CompileSeccompInTools, ResolveProfile: rt.ResolveProfile})
+	p, err := Translate(b, TranslateOptions{CompileSeccomp: seccompCompiler(), ResolveProfile: rt.ResolveProfile})
 	if err != nil {
 		return err
 	}

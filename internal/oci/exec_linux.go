@@ -184,7 +184,7 @@ func (rt *Runtime) Exec(o ExecOptions) (int, error) {
 	}
 	c := config.Container{Process: process, ExecFifoFD: -1}
 	if op.state.Seccomp != nil {
-		if c.Seccomp, err = CompileSeccompInTools(op.state.Seccomp); err != nil {
+		if c.Seccomp, err = seccompCompiler()(op.state.Seccomp); err != nil {
 			return 0, fmt.Errorf("the container's seccomp filter: %w", err)
 		}
 	}

@@ -2,12 +2,19 @@ package oci
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"runtime"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 
+	"github.com/jail-sandbox/jail/internal/privdir"
 	"github.com/jail-sandbox/jail/internal/programs"
 	"github.com/jail-sandbox/jail/seccomp"
 	"github.com/jail-sandbox/jail/seccomp/filter"
@@ -21,6 +28,10 @@ func CompileSeccompInTools(s *specs.LinuxSeccomp) (filter.Filter, error) {
 	if err != nil {
 		return filter.Filter{}, err
 	}
+	return compileInTools(in)
+}
+
+func compileInTools(in []byte) (filter.Filter, error) {
 	var out, stderr bytes.Buffer
 	code, err := programs.RunTools([]string{"oci", "seccomp"}, bytes.NewReader(in), &out, &stderr)
 	if err != nil {
@@ -38,4 +49,65 @@ func CompileSeccompInTools(s *specs.LinuxSeccomp) (filter.Filter, error) {
 		return filter.Filter{}, errors.New("tools program: oci seccomp: not a compiled filter")
 	}
 	return f, nil
+}
+
+// seccompCompiler is the compiler create and exec use: the tools
+// program's, with the caller's cache.
+func seccompCompiler() SeccompCompiler {
+	return CompileSeccompCached(seccomp.CacheDir(nil))
+}
+
+// seccompCacheVersion changes when what a cached entry means does.
+const seccompCacheVersion = 1
+
+// maxSeccompEntry bounds a cached filter (three programs of at most 4096
+// instructions, in JSON).
+const maxSeccompEntry = 1 << 20
+
+// CompileSeccompCached is CompileSeccompInTools with each compiled filter
+// kept in dir (seccomp.CacheDir; "" keeps none), keyed by the policy's
+// JSON, the architecture and the tools program's version: a pod's policy
+// is compiled on its first create, and every later create and exec (a
+// kubelet's probes) takes it from there. An entry is trusted only as
+// package seccomp trusts a profile's: in a directory private to the
+// caller, a regular file of the caller's that group and others cannot
+// write; anything else is compiled again. A cache that cannot be written
+// costs the compiling only.
+func CompileSeccompCached(dir string) SeccompCompiler {
+	return func(s *specs.LinuxSeccomp) (filter.Filter, error) {
+		in, err := json.Marshal(s)
+		if err != nil {
+			return filter.Filter{}, err
+		}
+		h := sha256.New()
+		fmt.Fprintf(h, "jail-oci-seccomp %d\n%s\ntools %s\n", seccompCacheVersion, runtime.GOARCH, programs.Version(programs.Tools))
+		h.Write(in)
+		entry := "oci-" + hex.EncodeToString(h.Sum(nil)) + ".json"
+		var cache *os.File
+		if dir != "" {
+			uid := os.Geteuid()
+			if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+				_ = os.MkdirAll(dir, 0o700)
+			}
+			if cache, err = privdir.Open(dir, uid, unix.O_PATH); err == nil {
+				defer cache.Close()
+				if data, err := privdir.ReadFile(cache, entry, maxSeccompEntry, uid); err == nil {
+					var f filter.Filter
+					if json.Unmarshal(data, &f) == nil && f.Valid() {
+						return f, nil
+					}
+				}
+			}
+		}
+		f, err := compileInTools(in)
+		if err != nil {
+			return filter.Filter{}, err
+		}
+		if cache != nil {
+			if data, err := json.Marshal(f); err == nil {
+				_ = privdir.WriteFile(int(cache.Fd()), entry, ".tmp-", data, 0o644)
+			}
+		}
+		return f, nil
+	}
 }

@@ -446,3 +446,61 @@ func TestCompileSeccompInTools(t *testing.T) {
 		t.Errorf("refusal: %v", err)
 	}
 }
+
+// TestCompileSeccompCached: a policy is compiled once and then read from
+// the cache; an entry others could have written, or one that is not a
+// filter, is not believed (compiled again and replaced).
+func TestCompileSeccompCached(t *testing.T) {
+	policy := &specs.LinuxSeccomp{
+		DefaultAction: specs.ActErrno,
+		Syscalls:      []specs.LinuxSyscall{{Names: []string{"read", "write", "exit_group"}, Action: specs.ActAllow}},
+	}
+	if _, err := CompileSeccompInTools(policy); errors.Is(err, programs.ErrNotBuilt) {
+		t.Skip("no tools program in this build (go generate ./internal/programs)")
+	}
+	dir := filepath.Join(t.TempDir(), "cache")
+	compile := CompileSeccompCached(dir)
+	first, err := compile(policy)
+	if err != nil || !first.Valid() {
+		t.Fatalf("%v", err)
+	}
+	entries, _ := filepath.Glob(filepath.Join(dir, "oci-*.json"))
+	if len(entries) != 1 {
+		t.Fatalf("cache entries %v; want one", entries)
+	}
+	// A planted filter the cache's owner wrote is what the next compile
+	// returns: it came from the cache.
+	planted := filter.Filter{Allowlist: []byte{6, 0, 0, 0, 0, 0, 0xff, 0x7f}}
+	data, _ := json.Marshal(planted)
+	if err := os.WriteFile(entries[0], data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := compile(policy); err != nil || string(got.Allowlist) != string(planted.Allowlist) {
+		t.Errorf("second compile did not come from the cache: %v", err)
+	}
+	for _, c := range []struct {
+		name  string
+		plant func(path string) error
+	}{
+		{"writable by others", func(p string) error { return os.Chmod(p, 0o666) }},
+		{"not a filter", func(p string) error { return os.WriteFile(p, []byte(`{"allowlist": "AAAA"}`), 0o644) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if err := os.WriteFile(entries[0], data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.plant(entries[0]); err != nil {
+				t.Fatal(err)
+			}
+			got, err := compile(policy)
+			if err != nil || string(got.Allowlist) != string(first.Allowlist) {
+				t.Errorf("the entry was believed: %v", err)
+			}
+		})
+	}
+	other := *policy
+	other.DefaultAction = specs.ActKill
+	if got, err := compile(&other); err != nil || string(got.Allowlist) == string(first.Allowlist) {
+		t.Errorf("another policy got the first's filter: %v", err)
+	}
+}
