@@ -21,7 +21,7 @@ const cgroupRoot = "/sys/fs/cgroup"
 
 // v1Hierarchies are the v1 hierarchies a container gets a directory in:
 // those its resources, pause and ps use.
-var v1Hierarchies = []string{"memory", "cpu", "cpuacct", "cpuset", "pids", "freezer", "devices", "hugetlb"}
+var v1Hierarchies = []string{"memory", "cpu", "cpuacct", "cpuset", "pids", "freezer", "devices", "hugetlb", "blkio"}
 
 // Cgroup is a container's cgroup as its state records it.
 type Cgroup struct {
@@ -173,7 +173,10 @@ func neededV2Controllers(r *specs.LinuxResources) []string {
 	if len(r.HugepageLimits) > 0 {
 		out = append(out, "hugetlb")
 	}
-	return out
+	if r.BlockIO != nil {
+		out = append(out, "io")
+	}
+	return append(out, unifiedControllers(r.Unified)...)
 }
 
 // enableV2Controllers makes dir pass controllers down, those not passed

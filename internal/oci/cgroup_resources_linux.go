@@ -150,6 +150,20 @@ func (cg *Cgroup) v1Writes(r *specs.LinuxResources) ([]cgroupWrite, error) {
 			out = append(out, cgroupWrite{dir, "hugetlb." + h.Pagesize + ".limit_in_bytes", strconv.FormatUint(h.Limit, 10)})
 		}
 	}
+	if r.BlockIO != nil {
+		dir, err := cg.need("blkio", "linux.resources.blockIO")
+		if err != nil {
+			return nil, err
+		}
+		w, err := blockIOWritesV1(dir, r.BlockIO)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, w...)
+	}
+	if len(r.Unified) > 0 {
+		return nil, errors.New("linux.resources.unified: this host's cgroups are v1")
+	}
 	if len(r.Devices) > 0 {
 		dir, err := cg.need("devices", "linux.resources.devices")
 		if err != nil {
@@ -259,7 +273,19 @@ func (cg *Cgroup) v2Writes(r *specs.LinuxResources) ([]cgroupWrite, error) {
 	for _, h := range r.HugepageLimits {
 		out = append(out, cgroupWrite{dir, "hugetlb." + h.Pagesize + ".max", strconv.FormatUint(h.Limit, 10)})
 	}
-	return out, nil
+	if r.BlockIO != nil {
+		w, err := blockIOWritesV2(dir, r.BlockIO)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, w...)
+	}
+	// The unified files last: they are the bundle's word over the fields.
+	w, err := unifiedWrites(dir, r.Unified)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, w...), nil
 }
 
 // sharesToWeight is runc's conversion of cpu.shares (2..262144) to

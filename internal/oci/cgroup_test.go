@@ -1,6 +1,7 @@
 package oci
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -198,5 +199,62 @@ func TestCgroupMemorySettingsOfV1(t *testing.T) {
 	}
 	if got := readKnob(t, dir, "memory.oom_control"); !strings.Contains(got, "oom_kill_disable 1") {
 		t.Errorf("memory.oom_control: %q", got)
+	}
+}
+
+// TestCgroupBlockIOAndUnified: a weight and a throttle of a real block
+// device land in the host's files (v1 blkio, v2 io), leaf weights are
+// refused where the kernel has none, and unified files are written on v2
+// and refused on v1.
+func TestCgroupBlockIOAndUnified(t *testing.T) {
+	devs, _ := os.ReadDir("/sys/dev/block")
+	if len(devs) == 0 {
+		t.Skip("no block device")
+	}
+	var major, minor int64
+	if _, err := fmt.Sscanf(devs[0].Name(), "%d:%d", &major, &minor); err != nil {
+		t.Fatal(err)
+	}
+	throttle := specs.LinuxThrottleDevice{Rate: 1 << 20}
+	throttle.Major, throttle.Minor = major, minor
+	r := &specs.LinuxResources{BlockIO: &specs.LinuxBlockIO{Weight: u16(500), ThrottleReadBpsDevice: []specs.LinuxThrottleDevice{throttle}}}
+	cg, err := NewCgroup(testCgroupPath(t), r)
+	if err != nil {
+		if strings.Contains(err.Error(), "not have") || strings.Contains(err.Error(), "has not mounted") {
+			t.Skipf("this host: %v", err)
+		}
+		t.Fatal(err)
+	}
+	defer cg.Remove()
+	dev := fmt.Sprintf("%d:%d", major, minor)
+	if cg.V2 {
+		dir := cg.Paths[0]
+		if got := readKnob(t, dir, "io.max"); !strings.Contains(got, dev+" rbps=1048576") {
+			t.Errorf("io.max: %q", got)
+		}
+		if err := cg.Update(&specs.LinuxResources{Unified: map[string]string{"memory.high": "67108864"}}); err != nil {
+			t.Fatal(err)
+		}
+		if got := readKnob(t, dir, "memory.high"); got != "67108864" {
+			t.Errorf("memory.high: %q", got)
+		}
+	} else {
+		dir := cg.dir("blkio")
+		weight := firstPresent(dir, "blkio.weight", "blkio.bfq.weight")
+		if got := readKnob(t, dir, weight); !strings.Contains(got, "500") {
+			t.Errorf("%s: %q", weight, got)
+		}
+		if got := readKnob(t, dir, "blkio.throttle.read_bps_device"); got != dev+" 1048576" {
+			t.Errorf("blkio.throttle.read_bps_device: %q", got)
+		}
+		if err := cg.Update(&specs.LinuxResources{Unified: map[string]string{"memory.high": "67108864"}}); err == nil || !strings.Contains(err.Error(), "v1") {
+			t.Errorf("unified on v1: %v", err)
+		}
+	}
+	leaf := &specs.LinuxResources{BlockIO: &specs.LinuxBlockIO{LeafWeight: u16(300)}}
+	if firstPresent(cg.Paths[0], "blkio.leaf_weight") == "" {
+		if err := cg.Update(leaf); err == nil || !strings.Contains(err.Error(), "leaf weight") {
+			t.Errorf("leaf weight where the kernel has none: %v", err)
+		}
 	}
 }

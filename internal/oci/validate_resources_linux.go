@@ -73,8 +73,14 @@ func validateResources(r *specs.LinuxResources) error {
 			return fmt.Errorf("oci: linux.resources.devices[%d]: %v", i, err)
 		}
 	}
+	if err := validateBlockIO(r.BlockIO); err != nil {
+		return err
+	}
+	if err := validateUnified(r.Unified); err != nil {
+		return err
+	}
 	for name, set := range map[string]bool{
-		"blockIO": r.BlockIO != nil, "network": r.Network != nil, "rdma": len(r.Rdma) > 0, "unified": len(r.Unified) > 0,
+		"network": r.Network != nil, "rdma": len(r.Rdma) > 0,
 	} {
 		if set {
 			return fmt.Errorf("oci: linux.resources.%s is not supported yet", name)

@@ -23,6 +23,7 @@ func baseSpec() *specs.Spec {
 func i64(v int64) *int64   { return &v }
 func u64(v uint64) *uint64 { return &v }
 func boolp(v bool) *bool   { return &v }
+func u16(v uint16) *uint16 { return &v }
 func u32(v uint32) *uint32 { return &v }
 func intp(v int) *int      { return &v }
 
@@ -163,8 +164,24 @@ func TestValidateRefusesWhatJailCannotDoOrIsMalformed(t *testing.T) {
 			s.Linux.Resources = &specs.LinuxResources{CPU: &specs.LinuxCPU{RealtimeRuntime: i64(1)}}
 		}, "cpu.realtimeRuntime is not supported"},
 		{"malformed cpuset", func(s *specs.Spec) { s.Linux.Resources = &specs.LinuxResources{CPU: &specs.LinuxCPU{Cpus: "0-a"}} }, "is not a list of ranges"},
-		{"blockIO", func(s *specs.Spec) { s.Linux.Resources = &specs.LinuxResources{BlockIO: &specs.LinuxBlockIO{}} }, "linux.resources.blockIO is not supported yet"},
-		{"unified", func(s *specs.Spec) { s.Linux.Resources = &specs.LinuxResources{Unified: map[string]string{"a": "b"}} }, "unified is not supported yet"},
+		{"blockIO weight", func(s *specs.Spec) {
+			s.Linux.Resources = &specs.LinuxResources{BlockIO: &specs.LinuxBlockIO{Weight: u16(5)}}
+		}, "blockIO.weight 5 is not within 10..1000"},
+		{"blockIO device weight", func(s *specs.Spec) {
+			s.Linux.Resources = &specs.LinuxResources{BlockIO: &specs.LinuxBlockIO{WeightDevice: []specs.LinuxWeightDevice{{Weight: u16(2000)}}}}
+		}, "weightDevice[0].weight 2000 is not within"},
+		{"blockIO negative device", func(s *specs.Spec) {
+			d := specs.LinuxThrottleDevice{Rate: 1}
+			d.Major = -1
+			s.Linux.Resources = &specs.LinuxResources{BlockIO: &specs.LinuxBlockIO{ThrottleReadBpsDevice: []specs.LinuxThrottleDevice{d}}}
+		}, "throttleReadBpsDevice[0]: a device's major and minor are not negative"},
+		{"unified not a controller's file", func(s *specs.Spec) { s.Linux.Resources = &specs.LinuxResources{Unified: map[string]string{"a": "b"}} }, `"a" is not a controller's file`},
+		{"unified path", func(s *specs.Spec) {
+			s.Linux.Resources = &specs.LinuxResources{Unified: map[string]string{"../memory.max": "1"}}
+		}, `"../memory.max" is not a controller's file`},
+		{"unified cgroup.procs", func(s *specs.Spec) {
+			s.Linux.Resources = &specs.LinuxResources{Unified: map[string]string{"cgroup.procs": "1"}}
+		}, `"cgroup.procs" is the cgroup core's`},
 		{"hugepage size", func(s *specs.Spec) {
 			s.Linux.Resources = &specs.LinuxResources{HugepageLimits: []specs.LinuxHugepageLimit{{Pagesize: "2XB"}}}
 		}, "is not a page size"},
