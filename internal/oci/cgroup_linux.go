@@ -21,7 +21,7 @@ const cgroupRoot = "/sys/fs/cgroup"
 
 // v1Hierarchies are the v1 hierarchies a container gets a directory in:
 // those its resources, pause and ps use.
-var v1Hierarchies = []string{"memory", "cpu", "cpuacct", "cpuset", "pids", "freezer", "devices", "hugetlb", "blkio"}
+var v1Hierarchies = []string{"memory", "cpu", "cpuacct", "cpuset", "pids", "freezer", "devices", "hugetlb", "blkio", "net_cls", "net_prio"}
 
 // Cgroup is a container's cgroup as its state records it.
 type Cgroup struct {

@@ -161,6 +161,24 @@ func (cg *Cgroup) v1Writes(r *specs.LinuxResources) ([]cgroupWrite, error) {
 		}
 		out = append(out, w...)
 	}
+	if n := r.Network; n != nil {
+		if n.ClassID != nil {
+			dir, err := cg.need("net_cls", "linux.resources.network.classID")
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, cgroupWrite{dir, "net_cls.classid", strconv.FormatUint(uint64(*n.ClassID), 10)})
+		}
+		if len(n.Priorities) > 0 {
+			dir, err := cg.need("net_prio", "linux.resources.network.priorities")
+			if err != nil {
+				return nil, err
+			}
+			for _, p := range n.Priorities {
+				out = append(out, cgroupWrite{dir, "net_prio.ifpriomap", fmt.Sprintf("%s %d", p.Name, p.Priority)})
+			}
+		}
+	}
 	if len(r.Unified) > 0 {
 		return nil, errors.New("linux.resources.unified: this host's cgroups are v1")
 	}
@@ -228,6 +246,9 @@ func deviceRuleLines(d specs.LinuxDeviceCgroup) []string {
 func (cg *Cgroup) v2Writes(r *specs.LinuxResources) ([]cgroupWrite, error) {
 	dir := cg.Paths[0]
 	var out []cgroupWrite
+	if n := r.Network; n != nil && (n.ClassID != nil || len(n.Priorities) > 0) {
+		return nil, errors.New("linux.resources.network: cgroup v2 has no net_cls or net_prio")
+	}
 	if m := r.Memory; m != nil {
 		if err := v2MemoryRefusals(m); err != nil {
 			return nil, err

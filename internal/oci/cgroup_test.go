@@ -258,3 +258,25 @@ func TestCgroupBlockIOAndUnified(t *testing.T) {
 		}
 	}
 }
+
+// TestCgroupNetwork: net_cls's class id and net_prio's priorities land in
+// their v1 files where the host mounts them, and are refused, never
+// dropped, where it does not (v2 has neither).
+func TestCgroupNetwork(t *testing.T) {
+	classID := uint32(0x100001)
+	r := &specs.LinuxResources{Network: &specs.LinuxNetwork{ClassID: &classID, Priorities: []specs.LinuxInterfacePriority{{Name: "lo", Priority: 5}}}}
+	cg, err := NewCgroup(testCgroupPath(t), r)
+	if err != nil {
+		if !strings.Contains(err.Error(), "has not mounted") && !strings.Contains(err.Error(), "v2 has no net_cls") {
+			t.Errorf("refused with %v", err)
+		}
+		return
+	}
+	defer cg.Remove()
+	if got := readKnob(t, cg.dir("net_cls"), "net_cls.classid"); got != "1048577" {
+		t.Errorf("net_cls.classid %q", got)
+	}
+	if got := readKnob(t, cg.dir("net_prio"), "net_prio.ifpriomap"); !strings.Contains(got, "lo 5") {
+		t.Errorf("net_prio.ifpriomap %q", got)
+	}
+}

@@ -79,8 +79,15 @@ func validateResources(r *specs.LinuxResources) error {
 	if err := validateUnified(r.Unified); err != nil {
 		return err
 	}
+	if n := r.Network; n != nil {
+		for i, p := range n.Priorities {
+			if p.Name == "" || len(p.Name) >= 16 || strings.ContainsAny(p.Name, " /\n\x00") {
+				return fmt.Errorf("oci: linux.resources.network.priorities[%d]: %q is not an interface name", i, p.Name)
+			}
+		}
+	}
 	for name, set := range map[string]bool{
-		"network": r.Network != nil, "rdma": len(r.Rdma) > 0,
+		"rdma": len(r.Rdma) > 0,
 	} {
 		if set {
 			return fmt.Errorf("oci: linux.resources.%s is not supported yet", name)

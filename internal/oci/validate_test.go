@@ -175,6 +175,9 @@ func TestValidateRefusesWhatJailCannotDoOrIsMalformed(t *testing.T) {
 			d.Major = -1
 			s.Linux.Resources = &specs.LinuxResources{BlockIO: &specs.LinuxBlockIO{ThrottleReadBpsDevice: []specs.LinuxThrottleDevice{d}}}
 		}, "throttleReadBpsDevice[0]: a device's major and minor are not negative"},
+		{"network priority of no interface", func(s *specs.Spec) {
+			s.Linux.Resources = &specs.LinuxResources{Network: &specs.LinuxNetwork{Priorities: []specs.LinuxInterfacePriority{{Name: "eth0 1\nlo", Priority: 1}}}}
+		}, "priorities[0]: \"eth0 1\\nlo\" is not an interface name"},
 		{"unified not a controller's file", func(s *specs.Spec) { s.Linux.Resources = &specs.LinuxResources{Unified: map[string]string{"a": "b"}} }, `"a" is not a controller's file`},
 		{"unified path", func(s *specs.Spec) {
 			s.Linux.Resources = &specs.LinuxResources{Unified: map[string]string{"../memory.max": "1"}}
