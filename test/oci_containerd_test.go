@@ -47,10 +47,9 @@ type containerd struct {
 // anything it left in the others.
 var containerdHostDirs = []string{"/run/containerd/s", "/run/containerd/fifo", "/run/containerd/runc", "/run/containerd", "/opt/containerd"}
 
-// startContainerd starts a containerd of the test's own; criConfig, when
-// not empty, is the CRI plugin's configuration (the plugin is off
-// otherwise).
-func startContainerd(t *testing.T, criConfig string) *containerd {
+// startContainerd starts a containerd of the test's own; cri, when not
+// nil, gives the CRI plugin's configuration (the plugin is off otherwise).
+func startContainerd(t *testing.T, cri func(c *containerd) string) *containerd {
 	t.Helper()
 	for _, p := range []string{"containerd", "ctr", "containerd-shim-runc-v2"} {
 		if _, err := exec.LookPath(p); err != nil {
@@ -66,9 +65,9 @@ func startContainerd(t *testing.T, criConfig string) *containerd {
 	if err := os.Symlink(jailBin, c.runtime); err != nil {
 		t.Fatal(err)
 	}
-	disabled := `disabled_plugins = ["io.containerd.grpc.v1.cri"]`
-	if criConfig != "" {
-		disabled = ""
+	disabled, criConfig := `disabled_plugins = ["io.containerd.grpc.v1.cri"]`, ""
+	if cri != nil {
+		disabled, criConfig = "", cri(c)
 	}
 	config := fmt.Sprintf(`version = 2
 root = %q
@@ -248,7 +247,7 @@ func (c *containerd) importBusybox(ref string, cmd ...string) {
 func TestContainerdRunsJailOCI(t *testing.T) {
 	skipOnCgroupV2(t)
 	checkNoLeaks(t)
-	c := startContainerd(t, "")
+	c := startContainerd(t, nil)
 	const ref = "localhost/busybox:jail"
 	c.importBusybox(ref, "sh")
 	run := append([]string{"run"}, c.runtimeFlags()...)
@@ -390,7 +389,7 @@ func (c *containerd) expectContainerGone(namespace, cgroupDir string, pids []int
 func TestContainerdCleansUpAfterAKilledShim(t *testing.T) {
 	skipOnCgroupV2(t)
 	checkNoLeaks(t)
-	c := startContainerd(t, "")
+	c := startContainerd(t, nil)
 	const ref = "localhost/busybox:jail"
 	c.importBusybox(ref, "sh")
 	run := append([]string{"run"}, c.runtimeFlags()...)
@@ -453,7 +452,7 @@ func TestContainerdCleansUpAfterAKilledShim(t *testing.T) {
 func TestContainerdKillAllEndsEveryProcess(t *testing.T) {
 	skipOnCgroupV2(t)
 	checkNoLeaks(t)
-	c := startContainerd(t, "")
+	c := startContainerd(t, nil)
 	const ref = "localhost/busybox:jail"
 	c.importBusybox(ref, "sh")
 	run := append([]string{"run"}, c.runtimeFlags()...)
