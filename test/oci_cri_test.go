@@ -336,3 +336,86 @@ func writeJSON(t *testing.T, path string, v any) {
 		t.Fatal(err)
 	}
 }
+
+// TestOCICreateFailsOnAnOOMScoreAdjItCannotGive: CRI gives a pod's
+// sandbox process.oomScoreAdj -998, which only a runtime with
+// CAP_SYS_RESOURCE may give. Without it (a containerd in a container, or
+// this capability dropped), jail oci create fails in one line saying so,
+// as runc's create does, and leaves nothing; it used to succeed, and the
+// process died at start with its error on its own stderr, which for a
+// sandbox goes nowhere (CRI then said only "sandbox container is not
+// running"). A raise, which needs no privilege, is the process's.
+func TestOCICreateFailsOnAnOOMScoreAdjItCannotGive(t *testing.T) {
+	skipOnCgroupV2(t)
+	checkNoLeaks(t)
+	if os.Geteuid() != 0 {
+		t.Skip("lowering oom_score_adj is root's")
+	}
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skip("setpriv (util-linux) is not installed")
+	}
+	for _, c := range []struct {
+		name   string
+		adj    int
+		create string // "" when create succeeds
+	}{
+		{"lowered", -998, "jail: oci create: process.oomScoreAdj -998: permission denied (lowering it from "},
+		{"raised", 500, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			root := ociRoot(t, asRoot)
+			bundle := ociBundle(t, "sh", "-c", "cat /proc/self/oom_score_adj")
+			var spec map[string]any
+			config := filepath.Join(bundle, "config.json")
+			data, err := os.ReadFile(config)
+			if err != nil || json.Unmarshal(data, &spec) != nil {
+				t.Fatalf("the bundle's config: %v", err)
+			}
+			spec["process"].(map[string]any)["oomScoreAdj"] = c.adj
+			writeJSON(t, config, spec)
+			out := filepath.Join(bundle, "out")
+			f, err := os.Create(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			// The runtime without CAP_SYS_RESOURCE, whatever the test has.
+			create := exec.Command("setpriv", "--bounding-set", "-sys_resource", "--", jailBin, "oci", "--root", root, "create", "--bundle", bundle, "adj")
+			// Files, not pipes: the container's process keeps them.
+			errFile := filepath.Join(bundle, "err")
+			ef, err := os.Create(errFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ef.Close()
+			create.Stdout, create.Stderr = f, ef
+			err = create.Run()
+			stderr, _ := os.ReadFile(errFile)
+			t.Cleanup(func() { jail(t, asRoot, "oci", "--root", root, "delete", "--force", "adj") })
+			if c.create != "" {
+				code := 0
+				if ee, ok := err.(*exec.ExitError); ok {
+					code = ee.ExitCode()
+				}
+				expectOneLineFailure(t, result{stderr: string(stderr), code: code}, c.create)
+				expectOneLineFailure(t, jail(t, asRoot, "oci", "--root", root, "state", "adj"), "does not exist")
+				for _, h := range cgroupHierarchies() {
+					if _, err := os.Stat(filepath.Join(h, "jail-oci", "adj")); err == nil {
+						t.Errorf("the container's cgroup is left in %s", h)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("create: %v %s", err, stderr)
+			}
+			if r := jail(t, asRoot, "oci", "--root", root, "start", "adj"); r.code != 0 {
+				t.Fatalf("start: %d %s", r.code, r.stderr)
+			}
+			waitFor(t, 10*time.Second, "the process's oom_score_adj", func() bool {
+				b, _ := os.ReadFile(out)
+				return string(b) == fmt.Sprintf("%d\n", c.adj)
+			})
+		})
+	}
+}
