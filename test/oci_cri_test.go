@@ -202,7 +202,12 @@ func TestCRIRunsAPodWithTheJailHandler(t *testing.T) {
 		"image":    map[string]any{"image": criImage},
 		"command":  []string{"sh", "-c", "trap 'exit 0' TERM; echo hello from the container; while :; do sleep 1000 & wait $!; done"},
 		"log_path": "box.log",
-		"linux":    map[string]any{"security_context": map[string]any{"namespace_options": namespaces}},
+		"linux": map[string]any{
+			// As a kubelet asks for a pod with RuntimeDefault seccomp
+			// (profile_type 0) and a memory limit and cpu request.
+			"security_context": map[string]any{"namespace_options": namespaces, "seccomp": map[string]any{"profile_type": 0}},
+			"resources":        map[string]any{"memory_limit_in_bytes": 64 << 20, "cpu_shares": 256},
+		},
 	})
 
 	podID := must("runp", "--runtime", "jail", pod)
@@ -228,6 +233,17 @@ func TestCRIRunsAPodWithTheJailHandler(t *testing.T) {
 		}
 		if len(procs) == 0 {
 			t.Errorf("the %s's cgroup has no process", what)
+		}
+	}
+
+	// The container's limits and filter, as asked.
+	for file, want := range map[string]string{
+		"/sys/fs/cgroup/memory" + criCgroupParent + "/" + ctrID + "/memory.limit_in_bytes": fmt.Sprint(64 << 20),
+		"/sys/fs/cgroup/cpu" + criCgroupParent + "/" + ctrID + "/cpu.shares":               "256",
+		fmt.Sprintf("/proc/%d/status", pids["container"]):                                  "Seccomp:\t2\n",
+	} {
+		if b, err := os.ReadFile(file); err != nil || !strings.Contains(string(b), want) {
+			t.Errorf("%s: %v, want %q in:\n%s", file, err, want, b)
 		}
 	}
 
