@@ -106,11 +106,13 @@ state = %q
 	t.Cleanup(func() {
 		// What the tests left, then containerd, then what it made
 		// outside its directory.
-		c.namespace = containerdNamespace
-		for _, id := range strings.Fields(c.ctr("containers", "list", "--quiet").stdout) {
-			c.ctr("task", "kill", "--all", "--signal", "SIGKILL", id)
-			c.ctr("task", "delete", "--force", id)
-			c.ctr("containers", "delete", id)
+		for _, ns := range []string{containerdNamespace, criNamespace} {
+			c.namespace = ns
+			for _, id := range strings.Fields(c.ctr("containers", "list", "--quiet").stdout) {
+				c.ctr("task", "kill", "--all", "--signal", "SIGKILL", id)
+				c.ctr("task", "delete", "--force", id)
+				c.ctr("containers", "delete", id)
+			}
 		}
 		_ = daemon.Process.Signal(syscall.SIGTERM)
 		done := make(chan error, 1)
