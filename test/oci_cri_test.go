@@ -283,6 +283,10 @@ func TestCRIRunsAPodWithTheJailHandler(t *testing.T) {
 	if want := regexp.MustCompile(`^exec as ([2-9]|[1-9][0-9]+) beside sh -c trap 'exit 0' TERM; echo hello`); r.code != 0 || !want.MatchString(strings.TrimSpace(r.stdout)) {
 		t.Errorf("crictl exec -s: exit %d, stdout %q, stderr %q; want 0 and the exec's line", r.code, r.stdout, r.stderr)
 	}
+	// Through CRI's streaming server, as kubectl exec reaches it.
+	if r := crictl("exec", ctrID, "sh", "-c", "echo streamed; echo to stderr >&2"); r.code != 0 || r.stdout != "streamed\n" || r.stderr != "to stderr\n" {
+		t.Errorf("crictl exec: exit %d, stdout %q, stderr %q; want 0 and a line on each", r.code, r.stdout, r.stderr)
+	}
 	if r := crictl("exec", "-s", ctrID, "sh", "-c", "exit 3"); r.code == 0 || !strings.Contains(r.stderr, "exited with 3") {
 		t.Errorf("crictl exec -s of a command that exits 3: exit %d, stderr %q", r.code, r.stderr)
 	}
