@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -319,6 +320,11 @@ func (cr *creation) answer(conn *control.Conn, m control.Message, files []*os.Fi
 		if err := cr.adoptInit(m.Pid); err != nil {
 			return err
 		}
+		if spec.Process.OOMScoreAdj != nil {
+			if err := setOOMScoreAdj(cr.init, *spec.Process.OOMScoreAdj); err != nil {
+				return err
+			}
+		}
 		state := specs.State{Version: specs.Version, ID: o.ID, Status: specs.StateCreating, Pid: cr.init, Bundle: b.Path, Annotations: spec.Annotations}
 		if h := spec.Hooks; h != nil {
 			if err := runHooks("prestart", h.Prestart, state); err != nil {
@@ -339,6 +345,40 @@ func (cr *creation) answer(conn *control.Conn, m control.Message, files []*os.Fi
 		return sendConsole(o.ConsoleSocket, files[0])
 	}
 	return fmt.Errorf("start: unexpected message %q from the container's role", m.Kind)
+}
+
+// setOOMScoreAdj gives the container's process (pid, this process's
+// descendant, not reaped) the bundle's oom_score_adj at create, as runc
+// does: a value below the process's own needs CAP_SYS_RESOURCE, and
+// without it create fails with a clear error, instead of the process at
+// start, where a pod sandbox's error goes nowhere. The process writes it
+// again at start (container.c); a raise this process could not write is
+// left to that.
+func setOOMScoreAdj(pid, value int) error {
+	path := fmt.Sprintf("/proc/%d/oom_score_adj", pid)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("oom_score_adj: %w", err)
+	}
+	current, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		return fmt.Errorf("oom_score_adj: %q", data)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err == nil {
+		_, err = f.WriteString(strconv.Itoa(value))
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil && value < current {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("process.oomScoreAdj %d: %v (lowering it from %d needs CAP_SYS_RESOURCE)", value, err, current)
+	}
+	return nil
 }
 
 // adoptInit takes pid as the container's process: a child of the role's
