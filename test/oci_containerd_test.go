@@ -388,7 +388,6 @@ func (c *containerd) expectContainerGone(namespace, cgroupDir string, pids []int
 // cgroup and jail oci's state; what containerd still records of the task
 // and container, a user removes with ctr as after any other exit.
 func TestContainerdCleansUpAfterAKilledShim(t *testing.T) {
-	skipOnCgroupV2(t)
 	checkNoLeaks(t)
 	c := startContainerd(t, nil)
 	const ref = "localhost/busybox:jail"
@@ -451,7 +450,6 @@ func TestContainerdCleansUpAfterAKilledShim(t *testing.T) {
 // every process of a jail container (its init, a child of it and a
 // process exec'd into it), and deleting the task leaves nothing.
 func TestContainerdKillAllEndsEveryProcess(t *testing.T) {
-	skipOnCgroupV2(t)
 	checkNoLeaks(t)
 	c := startContainerd(t, nil)
 	const ref = "localhost/busybox:jail"

@@ -135,7 +135,6 @@ const pauseScript = "trap 'exit 0' TERM INT; while :; do sleep 1000 & wait $!; d
 // container's output, and stop, rm, stopp and rmp leave no process,
 // cgroup, state, mount or socket.
 func TestCRIRunsAPodWithTheJailHandler(t *testing.T) {
-	skipOnCgroupV2(t)
 	checkNoLeaks(t)
 	crictlBin := buildCrictl(t)
 	c := startContainerd(t, func(c *containerd) string { return criConfig(c.dir, c.runtime, c.runcRoot) })
@@ -366,7 +365,6 @@ func writeJSON(t *testing.T, path string, v any) {
 // sandbox goes nowhere (CRI then said only "sandbox container is not
 // running"). A raise, which needs no privilege, is the process's.
 func TestOCICreateFailsOnAnOOMScoreAdjItCannotGive(t *testing.T) {
-	skipOnCgroupV2(t)
 	checkNoLeaks(t)
 	if os.Geteuid() != 0 {
 		t.Skip("lowering oom_score_adj is root's")
