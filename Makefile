@@ -89,6 +89,8 @@ test-cgroup2:
 	$(GO) test -c -o bin/vm/library.test .; \
 	$(GO) test -c -o bin/vm/supervisor.test ./internal/supervisor; \
 	$(GO) test -c -o bin/vm/cgroups.test ./cgroups; \
+	crictl=$$(ls bin/crictl/*/crictl 2>/dev/null | sort -V | tail -n1); \
+	if [ -n "$$crictl" ]; then cp "$$crictl" bin/vm/crictl; export JAIL_TEST_CRICTL=$(CURDIR)/bin/vm/crictl; fi; \
 	set +e; cd test; \
 	vm() { \
 		for try in 1 2; do \
