@@ -32,7 +32,7 @@
 // pull, user profiles and serving then fail with a message saying so
 // (ErrNotBuilt). Keeping them out of the jail binary keeps its own start
 // short (net/http alone added 0.6 ms to every `jail run`, yaml.v3 0.3-0.4
-// ms, cilium/ebpf 0.15-0.2 ms; a test keeps them out) and the binary free
+// ms, cilium/ebpf 0.13-0.17 ms; a test keeps them out) and the binary free
 // of cgo. The server is not part of the tools program: a cgo binary's
 // larger address space made each of the server's forks dearer. What else jail runs on a sandbox's behalf
 // in Go (a pool's forker, the watching cgroup janitor, `jail check`'s
