@@ -72,8 +72,9 @@ func TestDeviceProgramRefusesBadRules(t *testing.T) {
 // TestDeviceProgramInToolsActsOnTheHandedDescriptor: the tools program
 // sets the program on the descriptor it is handed, and nothing else: one
 // of a directory that is no v2 cgroup is refused (so this runs on v1
-// too), as are no descriptor and rules that are no JSON list; each
-// refusal comes back as one line.
+// too: the refusal names the directory handed over), as are no
+// descriptor and rules that are no JSON list; each refusal comes back as
+// one line.
 func TestDeviceProgramInToolsActsOnTheHandedDescriptor(t *testing.T) {
 	rules := []specs.LinuxDeviceCgroup{rule(false, "a", none, none, "rwm"), rule(true, "c", 1, 3, "rwm")}
 	dir := t.TempDir()
@@ -101,7 +102,7 @@ func TestDeviceProgramInToolsActsOnTheHandedDescriptor(t *testing.T) {
 	}{
 		// Descriptor 3 is then closed, or one the Go runtime opened (its
 		// cgroup's CPU limit), which is no directory.
-		{"no descriptor", nil, "[]", "jail: oci devices: no cgroup descriptor 3: bad file descriptor|jail: oci devices: the cgroup's descriptor is not of a cgroup v2 directory"},
+		{"no descriptor", nil, "[]", "jail: oci devices: no cgroup descriptor 3: bad file descriptor|jail: oci devices: the cgroup's descriptor is not of a directory"},
 		{"not a list", []*os.File{d}, `{"allow": true}`, "jail: oci devices: read the rules: json: cannot unmarshal object into Go value of type []specs.LinuxDeviceCgroup"},
 		{"a bad rule", []*os.File{d}, `[{"allow": true, "type": "x"}]`, `jail: oci devices: device rule 0: unknown type "x"`},
 		{"too long", []*os.File{d}, "[" + strings.Repeat(" ", 1<<20) + "]", "jail: oci devices: read the rules: unexpected EOF"},

@@ -159,7 +159,10 @@ func Set(cgroupFD int, rules []specs.LinuxDeviceCgroup) error {
 	if err := unix.Fstat(cgroupFD, &st); err != nil {
 		return fmt.Errorf("the cgroup's descriptor: %w", err)
 	}
-	if fs.Type != unix.CGROUP2_SUPER_MAGIC || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return errors.New("the cgroup's descriptor is not of a directory")
+	}
+	if fs.Type != unix.CGROUP2_SUPER_MAGIC {
 		return errors.New("the cgroup's descriptor is not of a cgroup v2 directory")
 	}
 	prog, err := Load(rules)

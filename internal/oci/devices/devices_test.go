@@ -46,15 +46,15 @@ func TestDeviceProgramSetRefusesWhatIsNoV2Cgroup(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, path := range []string{dir, file} {
+	for path, want := range map[string]string{dir: "not of a cgroup v2 directory", file: "not of a directory"} {
 		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		err = Set(fd, ok)
 		unix.Close(fd)
-		if err == nil || !strings.Contains(err.Error(), "not of a cgroup v2 directory") {
-			t.Errorf("%s: %v", path, err)
+		if err == nil || !strings.HasSuffix(err.Error(), want) {
+			t.Errorf("%s: %v; want %q", path, err, want)
 		}
 	}
 	if err := Set(-1, ok); err == nil {

@@ -62,7 +62,7 @@ func ociSeccompCommand(in io.Reader, out io.Writer) int {
 // for them attached, the former ones detached (devices.Set). No path is
 // opened here. Without a descriptor handed over, 3 may still be open: the
 // Go runtime (1.25 on) keeps the cgroup CPU limit files it reads at start
-// open, which devices.Set refuses as no cgroup v2 directory.
+// open, which devices.Set refuses as no directory.
 func ociDevicesCommand(in io.Reader, cgroupFD int) error {
 	if _, err := unix.FcntlInt(uintptr(cgroupFD), unix.F_GETFD, 0); err != nil {
 		return fmt.Errorf("oci devices: no cgroup descriptor %d: %w", cgroupFD, err)
