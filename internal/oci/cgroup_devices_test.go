@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,6 +20,9 @@ import (
 	"github.com/cilium/ebpf/link"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
+
+	"github.com/jail-sandbox/jail/internal/oci/devicerules"
+	"github.com/jail-sandbox/jail/internal/programs"
 )
 
 // deviceProbeArg starts this test binary as a process that tries device
@@ -39,50 +43,21 @@ func rule(allow bool, typ string, major, minor int64, access string) specs.Linux
 // none (-2) leaves a major or minor out of a rule.
 const none = -2
 
-func TestDeviceMatchesDropWhatARuleForEveryDeviceDecides(t *testing.T) {
-	cases := []struct {
-		name         string
-		rules        []specs.LinuxDeviceCgroup
-		defaultAllow bool
-		kept         int
-	}{
-		{"no rules: a new cgroup allows everything", nil, true, 0},
-		{"deny all, then exceptions", []specs.LinuxDeviceCgroup{rule(false, "a", none, none, "rwm"), rule(true, "c", 1, 3, "rwm")}, false, 1},
-		{"empty type and access are all", []specs.LinuxDeviceCgroup{rule(true, "c", 1, 3, "rwm"), rule(false, "", -1, -1, "")}, false, 0},
-		{"the last of several", []specs.LinuxDeviceCgroup{rule(false, "a", none, none, "rwm"), rule(true, "c", 1, 3, "r"), rule(true, "a", -1, none, "rwm"), rule(false, "b", 8, none, "w")}, true, 1},
-		// Rules that look like a deny-all and are not: each denies
-		// part, and must neither become the default nor drop the rules
-		// before it.
-		{"char devices only", []specs.LinuxDeviceCgroup{rule(true, "c", 1, 3, "rwm"), rule(false, "c", -1, -1, "rwm")}, true, 2},
-		{"all but mknod", []specs.LinuxDeviceCgroup{rule(true, "c", 1, 3, "rwm"), rule(false, "a", -1, -1, "rw")}, true, 2},
-		{"one major", []specs.LinuxDeviceCgroup{rule(true, "c", 1, 3, "rwm"), rule(false, "a", 1, none, "rwm")}, true, 2},
-		{"one minor", []specs.LinuxDeviceCgroup{rule(true, "c", 1, 3, "rwm"), rule(false, "", none, 0, "rwm")}, true, 2},
-		// ...nor an allow that looks like an allow-all.
-		{"allow read of all", []specs.LinuxDeviceCgroup{rule(false, "a", none, none, "rwm"), rule(true, "a", none, none, "r")}, false, 1},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			def, kept, err := deviceMatches(c.rules)
-			if err != nil || def != c.defaultAllow || len(kept) != c.kept {
-				t.Errorf("default allow %v, %d rules kept (%v); want %v, %d", def, len(kept), err, c.defaultAllow, c.kept)
-			}
-		})
-	}
-}
-
+// TestDeviceProgramRefusesBadRules: jail oci refuses rules the program
+// could not test, and too many, before it starts anything.
 func TestDeviceProgramRefusesBadRules(t *testing.T) {
 	for _, r := range []specs.LinuxDeviceCgroup{
 		rule(true, "u", 1, 3, "rwm"), rule(true, "c", 1, 3, "rwx"), rule(true, "c", -3, 3, "r"),
 		rule(true, "c", 1<<32, 3, "r"), rule(true, "c", 1, 1<<40, "r"),
 	} {
-		if _, err := deviceProgram([]specs.LinuxDeviceCgroup{r}); err == nil {
-			t.Errorf("%+v accepted", r)
-		}
 		if err := validateResources(&specs.LinuxResources{Devices: []specs.LinuxDeviceCgroup{r}}); err == nil {
 			t.Errorf("validate: %+v accepted", r)
 		}
+		if err := setDeviceProgram("/nonexistent", []specs.LinuxDeviceCgroup{r}); err == nil || !strings.HasPrefix(err.Error(), "device rule 0: ") {
+			t.Errorf("set: %+v: %v", r, err)
+		}
 	}
-	huge := make([]specs.LinuxDeviceCgroup, maxDeviceRules+1)
+	huge := make([]specs.LinuxDeviceCgroup, devicerules.MaxRules+1)
 	for i := range huge {
 		huge[i] = rule(true, "c", 1, int64(i), "r")
 	}
@@ -94,23 +69,53 @@ func TestDeviceProgramRefusesBadRules(t *testing.T) {
 	}
 }
 
-// TestTheProgramOfTheMostRulesLoads: a bundle of as many rules as jail
-// takes, each testing every field, gets a program the kernel's verifier
-// accepts (a jump on a field itself made it tell apart states that
-// multiplied, and refused a few hundred rules).
-func TestTheProgramOfTheMostRulesLoads(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to load a BPF program")
+// TestDeviceProgramInToolsActsOnTheHandedDescriptor: the tools program
+// sets the program on the descriptor it is handed, and nothing else: one
+// of a directory that is no v2 cgroup is refused (so this runs on v1
+// too: the refusal names the directory handed over), as are no
+// descriptor and rules that are no JSON list; each refusal comes back as
+// one line.
+func TestDeviceProgramInToolsActsOnTheHandedDescriptor(t *testing.T) {
+	rules := []specs.LinuxDeviceCgroup{rule(false, "a", none, none, "rwm"), rule(true, "c", 1, 3, "rwm")}
+	dir := t.TempDir()
+	err := setDeviceProgram(dir, rules)
+	if errors.Is(err, programs.ErrNotBuilt) {
+		t.Skip("no tools program in this build (go generate ./internal/programs)")
 	}
-	rules := []specs.LinuxDeviceCgroup{rule(false, "a", none, none, "rwm")}
-	for i := 1; i < maxDeviceRules; i++ {
-		rules = append(rules, rule(i%3 != 0, []string{"c", "b", "a"}[i%3], int64(i%300), int64(i), []string{"r", "w", "m", "rw", "rwm"}[i%5]))
+	want := "the device program of " + dir + ": the cgroup's descriptor is not of a cgroup v2 directory"
+	if err == nil || err.Error() != want {
+		t.Errorf("a directory that is no cgroup: %v; want %q", err, want)
 	}
-	prog, err := loadDeviceProgram(rules)
+	if err := setDeviceProgram(filepath.Join(dir, "missing"), rules); err == nil || !strings.HasPrefix(err.Error(), "open ") {
+		t.Errorf("a missing directory: %v", err)
+	}
+	d, err := os.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	prog.Close()
+	defer d.Close()
+	for _, c := range []struct {
+		name  string
+		files []*os.File
+		in    string
+		want  string
+	}{
+		// Descriptor 3 is then closed, or one the Go runtime opened (its
+		// cgroup's CPU limit), which is no directory.
+		{"no descriptor", nil, "[]", "jail: oci devices: no cgroup descriptor 3: bad file descriptor|jail: oci devices: the cgroup's descriptor is not of a directory"},
+		{"not a list", []*os.File{d}, `{"allow": true}`, "jail: oci devices: read the rules: json: cannot unmarshal object into Go value of type []specs.LinuxDeviceCgroup"},
+		{"a bad rule", []*os.File{d}, `[{"allow": true, "type": "x"}]`, `jail: oci devices: device rule 0: unknown type "x"`},
+		{"too long", []*os.File{d}, "[" + strings.Repeat(" ", 1<<20) + "]", "jail: oci devices: read the rules: unexpected EOF"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var out, stderr strings.Builder
+			code, err := programs.RunToolsWithFiles([]string{"oci", "devices"}, c.files, strings.NewReader(c.in), &out, &stderr)
+			if err != nil || code != 125 || !slices.Contains(strings.Split(c.want, "|"), strings.TrimSuffix(stderr.String(), "\n")) ||
+				strings.Count(stderr.String(), "\n") != 1 || out.Len() != 0 {
+				t.Errorf("status %d (%v), stderr %q, stdout %q; want 125, %q", code, err, stderr.String(), out.String(), c.want)
+			}
+		})
+	}
 }
 
 // deviceAccess is one access deviceProbe tries: "r", "w", "rw" to open

@@ -31,7 +31,7 @@ type Cgroup struct {
 	// Made are the directories create made, deepest first: what delete
 	// removes (those above the container's own only when empty).
 	Made []string `json:"made,omitempty"`
-	// Devices are the device rules in force (compactDeviceRules), from
+	// Devices are the device rules in force (devicerules.Compact), from
 	// which update makes v2's program again.
 	Devices []specs.LinuxDeviceCgroup `json:"devices,omitempty"`
 	// DeviceDefaults are the allow rules for the container's own devices

@@ -10,6 +10,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/jail-sandbox/jail/cgroups/cgroupfile"
+	"github.com/jail-sandbox/jail/internal/oci/devicerules"
 )
 
 // cgroupWrite is one control file and what goes in it.
@@ -35,7 +36,7 @@ func (cg *Cgroup) apply(r *specs.LinuxResources) error {
 	if len(r.Devices) > 0 {
 		// The rules in force: v1's kernel adds r's to its list, v2's
 		// program is made again from the whole.
-		rules, err := compactDeviceRules(append(append([]specs.LinuxDeviceCgroup(nil), cg.Devices...), r.Devices...))
+		rules, err := devicerules.Compact(append(append([]specs.LinuxDeviceCgroup(nil), cg.Devices...), r.Devices...))
 		if err != nil {
 			return fmt.Errorf("linux.resources.devices: %w", err)
 		}

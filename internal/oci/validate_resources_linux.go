@@ -3,10 +3,11 @@ package oci
 import (
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/jail-sandbox/jail/internal/oci/devicerules"
 )
 
 // validateResources allows the limits jail writes (cgroup_linux.go):
@@ -65,11 +66,11 @@ func validateResources(r *specs.LinuxResources) error {
 			return fmt.Errorf("oci: linux.resources.hugepageLimits[%d]: %q is not a page size", i, h.Pagesize)
 		}
 	}
-	if len(r.Devices) > maxDeviceRules {
-		return fmt.Errorf("oci: linux.resources.devices: %d rules (at most %d)", len(r.Devices), maxDeviceRules)
+	if len(r.Devices) > devicerules.MaxRules {
+		return fmt.Errorf("oci: linux.resources.devices: %d rules (at most %d)", len(r.Devices), devicerules.MaxRules)
 	}
 	for i, d := range r.Devices {
-		if err := validateDeviceRule(d); err != nil {
+		if err := devicerules.Validate(d); err != nil {
 			return fmt.Errorf("oci: linux.resources.devices[%d]: %v", i, err)
 		}
 	}
@@ -134,28 +135,6 @@ func wellFormedPageSize(s string) bool {
 		}
 	}
 	return false
-}
-
-// validateDeviceRule checks one device cgroup rule: type a, c or b (or
-// none: all), access a subset of rwm.
-func validateDeviceRule(d specs.LinuxDeviceCgroup) error {
-	switch d.Type {
-	case "", "a", "c", "b":
-	default:
-		return fmt.Errorf("unknown type %q", d.Type)
-	}
-	for _, r := range d.Access {
-		if !strings.ContainsRune("rwm", r) {
-			return fmt.Errorf("access %q is not made of r, w and m", d.Access)
-		}
-	}
-	if d.Major != nil && *d.Major < -1 || d.Minor != nil && *d.Minor < -1 {
-		return errors.New("negative major or minor")
-	}
-	if d.Major != nil && *d.Major > math.MaxUint32 || d.Minor != nil && *d.Minor > math.MaxUint32 {
-		return errors.New("major or minor above 2^32-1")
-	}
-	return nil
 }
 
 // seccompActions returns the actions jail compiles (SCMP_ACT_NOTIFY needs a

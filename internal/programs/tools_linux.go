@@ -81,11 +81,25 @@ func AdoptTools() {
 // RunTools runs the tools program with args and the given stdio and
 // returns its exit status.
 func RunTools(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	return RunToolsWithFiles(args, nil, stdin, stdout, stderr)
+}
+
+// RunToolsWithFiles is RunTools handing the tools program files as its
+// descriptors 3, 4, ...: what it is to act on that its caller opened
+// (`jail-tools oci devices` gets the cgroup directory it sets the device
+// program of), so that the tools program never opens a path again. The
+// files stay the caller's; the program's descriptor is moved above those
+// the child's setup writes to (Program.PathFor).
+func RunToolsWithFiles(args []string, files []*os.File, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	p, err := Open(Tools)
 	if err != nil {
 		return 0, err
 	}
 	defer p.Close()
+	path, err := p.PathFor(len(files))
+	if err != nil {
+		return 0, fmt.Errorf("tools program: %w", err)
+	}
 	// The tools program dies with its caller, as if it were the caller:
 	// an import killed midway must not go on writing. The parent-death
 	// signal follows the thread that started the child, so that thread
@@ -93,8 +107,9 @@ func RunTools(args []string, stdin io.Reader, stdout, stderr io.Writer) (int, er
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	cmd := &exec.Cmd{
-		Path: p.Path, Args: append([]string{"jail-tools"}, args...),
+		Path: path, Args: append([]string{"jail-tools"}, args...),
 		Stdin: stdin, Stdout: stdout, Stderr: stderr,
+		ExtraFiles:  files,
 		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
 	}
 	return exitStatus(cmd.Run())

@@ -1,7 +1,8 @@
 // Command tools is the tools program of jail (see package programs): image
-// import and pull, and what reads profile files (YAML) or compiles seccomp
-// filters. jail runs it with the caller's arguments and stdio; it is
-// embedded in jail at build time and never installed on its own.
+// import and pull, what reads profile files (YAML) or compiles seccomp
+// filters, and what loads cgroup v2 device programs (eBPF). jail runs it
+// with the caller's arguments and stdio; it is embedded in jail at build
+// time and never installed on its own.
 //
 //	tools profile resolve     {"name", "files"} on stdin: the profile resolved
 //	                          and its filter on stdout (seccomp.Resolved)
@@ -13,6 +14,10 @@
 //	                          is (a run's pull: jail keeps stderr for the error)
 //	tools oci seccomp         a bundle's linux.seccomp (JSON) on stdin: its
 //	                          compiled filter on stdout (filter.Filter)
+//	tools oci devices         device rules (JSON, []specs.LinuxDeviceCgroup)
+//	                          on stdin, a cgroup v2 directory on descriptor 3:
+//	                          their eBPF program attached there, the former
+//	                          ones detached (package internal/oci/devices)
 //	tools mapped image import|pull|rm|prune ...
 //	                          the same in a user namespace mapped with the
 //	                          caller's subordinate ids (programs.RunToolsMapped),
