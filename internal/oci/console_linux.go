@@ -7,6 +7,24 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// roleStdio is the stdio a role is started with: this command's, or, when
+// the process has a terminal, /dev/null, as runc gives it. The terminal
+// becomes the process's stdio; until it does (for a container, until
+// start) the process would hold this command's stdout and stderr, which
+// containerd's shim reads to their end before it takes the terminal's
+// master from the console socket, and so would wait forever for create to
+// finish.
+func roleStdio(terminal bool) ([]*os.File, func(), error) {
+	if !terminal {
+		return []*os.File{os.Stdin, os.Stdout, os.Stderr}, func() {}, nil
+	}
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("stdio: %w", err)
+	}
+	return []*os.File{null, null, null}, func() { null.Close() }, nil
+}
+
 // sendConsole sends the container's terminal master to the unix socket at
 // path (--console-socket), as runc does: one message whose data is the
 // file's name and whose SCM_RIGHTS holds its descriptor.

@@ -246,7 +246,13 @@ func (rt *Runtime) enter(op *opened, c *config.Container, o ExecOptions) (int, e
 	}
 	defer conn.Close()
 	conn.LimitReceive(control.MaxReport)
-	role, err := spawn.Start(path, []string{EnterArg}, []string{}, []*os.File{os.Stdin, os.Stdout, os.Stderr, roleEnd}, &syscall.SysProcAttr{})
+	stdio, closeStdio, err := roleStdio(c.Process.Terminal)
+	if err != nil {
+		roleEnd.Close()
+		return 0, fmt.Errorf("exec: %w", err)
+	}
+	role, err := spawn.Start(path, []string{EnterArg}, []string{}, append(stdio, roleEnd), &syscall.SysProcAttr{})
+	closeStdio()
 	roleEnd.Close()
 	if err != nil {
 		return 0, fmt.Errorf("exec: %w", err)
