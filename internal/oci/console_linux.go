@@ -8,21 +8,17 @@ import (
 )
 
 // roleStdio is the stdio a role is started with: this command's, or, when
-// the process has a terminal, /dev/null, as runc gives it. The terminal
-// becomes the process's stdio; until it does (for a container, until
-// start) the process would hold this command's stdout and stderr, which
-// containerd's shim reads to their end before it takes the terminal's
-// master from the console socket, and so would wait forever for create to
-// finish.
-func roleStdio(terminal bool) ([]*os.File, func(), error) {
-	if !terminal {
-		return []*os.File{os.Stdin, os.Stdout, os.Stderr}, func() {}, nil
+// the process has a terminal, none (spawn.Start gives /dev/null), as runc
+// gives it. The terminal becomes the process's stdio; until it does (for
+// a container, until start) the process would hold this command's stdout
+// and stderr, which containerd's shim reads to their end before it takes
+// the terminal's master from the console socket: create never ended for
+// it.
+func roleStdio(terminal bool) []*os.File {
+	if terminal {
+		return []*os.File{nil, nil, nil}
 	}
-	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-	if err != nil {
-		return nil, nil, fmt.Errorf("stdio: %w", err)
-	}
-	return []*os.File{null, null, null}, func() { null.Close() }, nil
+	return []*os.File{os.Stdin, os.Stdout, os.Stderr}
 }
 
 // sendConsole sends the container's terminal master to the unix socket at

@@ -269,13 +269,7 @@ func (cr *creation) startRole(terminal bool) (*control.Conn, error) {
 	defer roleEnd.Close()
 	pidfd := -1
 	attr := &syscall.SysProcAttr{PidFD: &pidfd}
-	stdio, closeStdio, err := roleStdio(terminal)
-	if err != nil {
-		conn.Close()
-		return nil, err
-	}
-	pid, err := spawn.Start(role.path, role.args, []string{}, append(stdio, roleEnd), attr)
-	closeStdio()
+	pid, err := spawn.Start(role.path, role.args, []string{}, append(roleStdio(terminal), roleEnd), attr)
 	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("start: %w", err)

@@ -246,13 +246,7 @@ func (rt *Runtime) enter(op *opened, c *config.Container, o ExecOptions) (int, e
 	}
 	defer conn.Close()
 	conn.LimitReceive(control.MaxReport)
-	stdio, closeStdio, err := roleStdio(c.Process.Terminal)
-	if err != nil {
-		roleEnd.Close()
-		return 0, fmt.Errorf("exec: %w", err)
-	}
-	role, err := spawn.Start(path, []string{EnterArg}, []string{}, append(stdio, roleEnd), &syscall.SysProcAttr{})
-	closeStdio()
+	role, err := spawn.Start(path, []string{EnterArg}, []string{}, append(roleStdio(c.Process.Terminal), roleEnd), &syscall.SysProcAttr{})
 	roleEnd.Close()
 	if err != nil {
 		return 0, fmt.Errorf("exec: %w", err)
