@@ -2,6 +2,7 @@ package test
 
 import (
 	"encoding/json"
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -713,6 +714,94 @@ func TestOCIForcedDeleteEndsACreatedContainer(t *testing.T) {
 				}
 			}
 			expectOneLineFailure(t, jail(t, m, "oci", "--root", root, "state", "box"), "does not exist")
+		}
+	})
+}
+
+// TestOCIBindSourceSwappedAfterCreateOpenedItIsRefused: a directory of a
+// bind source's path renamed and replaced by another between jail oci
+// create's resolution of it and the role's mount (here while create is
+// held writing its warning to a --log FIFO the test keeps full) would put
+// the other directory in the container; the role refuses the source in
+// one line and leaves nothing.
+func TestOCIBindSourceSwappedAfterCreateOpenedItIsRefused(t *testing.T) {
+	skipOnCgroupV2(t)
+	forEachMode(t, func(t *testing.T, m mode) {
+		if m.rootless {
+			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
+		}
+		spec := ociDefaultSpec([]string{"sleep", "1000"})
+		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: "/data", Type: "bind", Source: "volume", Options: []string{"rbind", "ro"}})
+		root, bundle := ociOwnBundle(t, m, spec, nil, nil)
+		volume := filepath.Join(bundle, "volume")
+		if err := os.Mkdir(volume, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		logPath := filepath.Join(bundle, "log")
+		if err := unix.Mkfifo(logPath, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		logFifo, err := os.OpenFile(logPath, os.O_RDWR|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer logFifo.Close()
+		// Full: create's first line (the --no-pivot warning, written once
+		// the bundle is translated) waits for the test.
+		if _, err := unix.FcntlInt(logFifo.Fd(), unix.F_SETPIPE_SZ, 4096); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			if _, err := unix.Write(int(logFifo.Fd()), make([]byte, 512)); err != nil {
+				break
+			}
+		}
+		out, err := os.Create(filepath.Join(bundle, "out"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer out.Close()
+		cmd := command(m, "oci", "--root", root, "--log", logPath, "create", "--no-pivot", "--bundle", bundle, "--pid-file", filepath.Join(bundle, "pid"), "box")
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { jail(t, m, "oci", "--root", root, "delete", "--force", "box") })
+		waitFor(t, 20*time.Second, "create writing its log", func() bool {
+			tasks, _ := filepath.Glob(filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid), "task", "*", "wchan"))
+			for _, task := range tasks {
+				if w, _ := os.ReadFile(task); strings.Contains(string(w), "pipe_write") { // anon_pipe_write on 6.x
+					return true
+				}
+			}
+			return false
+		})
+		if err := os.Rename(volume, volume+".checked"); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(volume, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(volume, "swapped-in"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			b := make([]byte, 4096)
+			for {
+				if _, err := logFifo.Read(b); err != nil && !errors.Is(err, syscall.EAGAIN) {
+					return
+				}
+			}
+		}()
+		err = cmd.Wait()
+		b, _ := os.ReadFile(out.Name())
+		if err == nil {
+			pid, _ := os.ReadFile(filepath.Join(bundle, "pid"))
+			entries, _ := os.ReadDir(filepath.Join("/proc", strings.TrimSpace(string(pid)), "root", "data"))
+			t.Fatalf("create went on with the swapped source (the container's /data: %v): %s", entries, b)
+		}
+		if !strings.Contains(string(b), "changed after it was checked") || strings.Count(string(b), "\n") != 1 {
+			t.Errorf("create: %v, output %q; want one line saying the source changed", err, b)
 		}
 	})
 }

@@ -109,13 +109,15 @@ static int container_mounts(const struct container *c, struct builder *b)
 		const struct container_mount *m = &c->mounts[i];
 		if (!(m->flags & MS_BIND))
 			continue;
-		/* Canonical, from the supervisor; no symlink followed now. */
-		struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
-		sources[i] = (int)syscall(SYS_openat2, AT_FDCWD, m->source, &how, sizeof(how));
+		/* Canonical, from the supervisor; no symlink followed now, and
+		 * the file it opened, not another put at that path since (a
+		 * directory of the path renamed and replaced). */
+		char why[PATH_MAX + 256];
+		sources[i] = open_verified(m->source, m->source_dev, m->source_ino, why, sizeof(why));
 		if (sources[i] < 0) {
 			char step[PATH_MAX + 32];
 			message(step, sizeof(step), "open mount source %s", m->source);
-			return fail_errno(b->f, step, NULL);
+			return fail(b->f, step, "%s", why);
 		}
 	}
 	for (size_t i = 0; i < c->nmounts; i++) {
