@@ -571,6 +571,7 @@ func consoleSocket(t *testing.T) (string, <-chan *os.File) {
 // is the container's own (its devpts), and its user's.
 func TestOCIExecOnATerminal(t *testing.T) {
 	skipOnCgroupV2(t)
+	checkNoLeaks(t)
 	forEachMode(t, func(t *testing.T, m mode) {
 		if m.rootless {
 			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
@@ -611,6 +612,7 @@ func TestOCIExecOnATerminal(t *testing.T) {
 // the FIFO's reader go on, and handed the shim the FIFO as the terminal).
 func TestOCITerminalOnlyFromTheContainersDevpts(t *testing.T) {
 	skipOnCgroupV2(t)
+	checkNoLeaks(t)
 	forEachMode(t, func(t *testing.T, m mode) {
 		if m.rootless {
 			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
@@ -655,6 +657,7 @@ func TestOCITerminalOnlyFromTheContainersDevpts(t *testing.T) {
 // left the process's score as it was.
 func TestOCIOomScoreAdjReachesTheProcess(t *testing.T) {
 	skipOnCgroupV2(t)
+	checkNoLeaks(t)
 	forEachMode(t, func(t *testing.T, m mode) {
 		if m.rootless {
 			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
@@ -690,6 +693,7 @@ func TestOCIOomScoreAdjReachesTheProcess(t *testing.T) {
 // waiting on the exec FIFO, and leaves nothing.
 func TestOCIForcedDeleteEndsACreatedContainer(t *testing.T) {
 	skipOnCgroupV2(t)
+	checkNoLeaks(t)
 	forEachMode(t, func(t *testing.T, m mode) {
 		if m.rootless {
 			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
@@ -726,6 +730,7 @@ func TestOCIForcedDeleteEndsACreatedContainer(t *testing.T) {
 // one line and leaves nothing.
 func TestOCIBindSourceSwappedAfterCreateOpenedItIsRefused(t *testing.T) {
 	skipOnCgroupV2(t)
+	checkNoLeaks(t)
 	forEachMode(t, func(t *testing.T, m mode) {
 		if m.rootless {
 			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
