@@ -284,19 +284,29 @@ func TestContainerdRunsJailOCI(t *testing.T) {
 		t.Errorf("ctr containers delete: %d %s", r.code, r.stderr)
 	}
 
-	// A terminal: ctr's own stdin must be one (script gives it a pty).
-	if _, err := exec.LookPath("script"); err == nil && os.Getenv("JAIL_TEST_CONTAINERD_TTY") != "" {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "script", "-qec", fmt.Sprintf("ctr --address %s --namespace %s run --rm --tty %s %s tty sh -c 'tty; exit 0'",
-			c.address, containerdNamespace, strings.Join(c.runtimeFlags(), " "), ref), "/dev/null")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-		cmd.WaitDelay = 5 * time.Second
-		out, err := cmd.CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "/dev/pts/") {
-			t.Errorf("ctr run --tty: %v %q", err, out)
-		}
+	// A terminal: ctr's own stdin must be one (the test plays the user
+	// on a pseudo-terminal). What is typed reaches the container's
+	// process, what it writes comes back, and its status is ctr's.
+	c.onTerminal(t, "ctr run --tty", append(append(run, "--rm", "--tty"), ref, "tty",
+		"sh", "-c", "tty; echo rea''dy; read line; echo \"got $line\"; exit 4"), 4)
+
+	// ctr task exec --tty into a running container, likewise.
+	if r := c.ctr(append(run, "--detach", ref, "long2", "sleep", "1000")...); r.code != 0 {
+		t.Fatalf("ctr run --detach: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	c.onTerminal(t, "ctr task exec --tty", []string{"task", "exec", "--fifo-dir", c.fifoDir, "--tty", "--exec-id", "t1", "long2",
+		"sh", "-c", "tty; echo rea''dy; read line; echo \"got $line\"; exit 6"}, 6)
+	if r := c.ctr("task", "kill", "--signal", "SIGKILL", "long2"); r.code != 0 {
+		t.Errorf("ctr task kill: %d %s", r.code, r.stderr)
+	}
+	waitFor(t, 20*time.Second, "the killed task stopped", func() bool {
+		return strings.Contains(c.ctr("task", "list").stdout, "STOPPED")
+	})
+	if r := c.ctr("task", "delete", "long2"); r.code != 0 {
+		t.Errorf("ctr task delete: %d %s", r.code, r.stderr)
+	}
+	if r := c.ctr("containers", "delete", "long2"); r.code != 0 {
+		t.Errorf("ctr containers delete: %d %s", r.code, r.stderr)
 	}
 	if left := strings.TrimSpace(c.ctr("containers", "list", "--quiet").stdout); left != "" {
 		t.Errorf("containers left: %s", left)
@@ -495,5 +505,47 @@ func TestContainerdKillAllEndsEveryProcess(t *testing.T) {
 	c.expectContainerGone(containerdNamespace, cgroupDir, pids)
 	if r := c.ctr("containers", "delete", "many"); r.code != 0 {
 		t.Errorf("ctr containers delete: %d %s", r.code, r.stderr)
+	}
+}
+
+// onTerminal runs ctr with args on a pseudo-terminal of the test's, whose
+// process prints its terminal's name and "ready", reads a line and
+// prints it back ("got LINE") before it exits with want: the line typed
+// must reach it, its output come back, and its status be ctr's.
+func (c *containerd) onTerminal(t *testing.T, what string, args []string, want int) {
+	t.Helper()
+	master, slave := openTerminal(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "ctr", append([]string{"--address", c.address, "--namespace", containerdNamespace}, args...)...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	slave.Close()
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	defer func() {
+		select {
+		case <-done:
+		default:
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}()
+	scr := watch(master)
+	scr.waitFor(t, "ready")
+	if _, err := master.WriteString("typed-line\r"); err != nil {
+		t.Fatalf("%s: write to the terminal: %v", what, err)
+	}
+	scr.waitFor(t, "got typed-line")
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatalf("%s: ctr did not exit after the container's process did; screen:\n%s", what, scr.buf.String())
+	}
+	if code := cmd.ProcessState.ExitCode(); code != want || !strings.Contains(scr.buf.String(), "/dev/pts/") {
+		t.Errorf("%s: exit %d (want %d); screen:\n%s", what, code, want, scr.buf.String())
 	}
 }

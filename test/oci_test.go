@@ -2,6 +2,8 @@ package test
 
 import (
 	"encoding/json"
+	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +16,7 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/opencontainers/runtime-spec/specs-go/features"
+	"golang.org/x/sys/unix"
 )
 
 // The OCI runtime's command line (jail oci, docs/oci.md) where it needs
@@ -543,4 +546,333 @@ func TestOCIProfileAnnotationAddsJailsFilter(t *testing.T) {
 		}(), "profiled")
 		expectOneLineFailure(t, r, `annotation jail.dev/profile: `)
 	}
+}
+
+// ociOwnBundle writes a bundle with a busybox root of its own (with the
+// applets extra as well, and what prepare adds) and spec, and returns the
+// bundle's directory and a state root.
+func ociOwnBundle(t *testing.T, m mode, spec *specs.Spec, extra []string, prepare func(rootfs string)) (root, bundle string) {
+	t.Helper()
+	root = ociRoot(t, m)
+	bundle = sharedTempDir(t, nil)
+	rootfs, err := makeBusyboxRootfs(filepath.Join(bundle, "rootfs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, applet := range extra {
+		if err := os.Symlink("busybox", filepath.Join(rootfs, "bin", applet)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if prepare != nil {
+		prepare(rootfs)
+	}
+	data, err := json.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bundle, "config.json"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return root, bundle
+}
+
+// ociCreate runs jail oci create (with --pid-file in the bundle) with its
+// output, which the container's process keeps without a terminal, to a
+// file, and returns the process's pid.
+func ociCreate(t *testing.T, m mode, root, bundle string) string {
+	t.Helper()
+	out, err := os.Create(filepath.Join(bundle, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	pidFile := filepath.Join(bundle, "pid")
+	cmd := command(m, "oci", "--root", root, "create", "--bundle", bundle, "--pid-file", pidFile, "box")
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Run(); err != nil {
+		b, _ := os.ReadFile(out.Name())
+		t.Fatalf("create: %v: %s", err, b)
+	}
+	b, _ := os.ReadFile(pidFile)
+	return strings.TrimSpace(string(b))
+}
+
+// consoleSocket listens on a unix socket for the terminal's master as
+// runc sends it: one message, the file's name as data, its descriptor in
+// SCM_RIGHTS. The master comes on the channel (nil when none came).
+func consoleSocket(t *testing.T) (string, <-chan *os.File) {
+	t.Helper()
+	path := filepath.Join(sharedTempDir(t, nil), "console.sock")
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	masters := make(chan *os.File, 1)
+	go func() {
+		defer close(masters)
+		conn, err := l.AcceptUnix()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		name := make([]byte, 4096)
+		oob := make([]byte, unix.CmsgSpace(4))
+		n, oobn, _, _, err := conn.ReadMsgUnix(name, oob)
+		if err != nil || n == 0 {
+			return
+		}
+		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+		if err != nil || len(msgs) != 1 {
+			return
+		}
+		fds, err := unix.ParseUnixRights(&msgs[0])
+		if err != nil || len(fds) != 1 {
+			return
+		}
+		masters <- os.NewFile(uintptr(fds[0]), string(name[:n]))
+	}()
+	return path, masters
+}
+
+// TestOCIExecOnATerminal: jail oci exec --tty, not detached, sends the
+// terminal's master to --console-socket; what is typed there reaches the
+// process, its output comes back, and its status is exec's. The terminal
+// is the container's own (its devpts), and its user's.
+func TestOCIExecOnATerminal(t *testing.T) {
+	checkNoLeaks(t)
+	forEachMode(t, func(t *testing.T, m mode) {
+		if m.rootless {
+			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
+		}
+		root, bundle := ociOwnBundle(t, m, ociDefaultSpec([]string{"sleep", "1000"}), []string{"tty"}, nil)
+		t.Cleanup(func() { jail(t, m, "oci", "--root", root, "delete", "--force", "box") })
+		ociCreate(t, m, root, bundle)
+		if r := jail(t, m, "oci", "--root", root, "start", "box"); r.code != 0 {
+			t.Fatalf("start: %d %s", r.code, r.stderr)
+		}
+		sock, masters := consoleSocket(t)
+		cmd := command(m, "oci", "--root", root, "exec", "--tty", "--console-socket", sock, "--user", "1000:1000", "box",
+			"sh", "-c", `tty; stat -c "owner %u" $(tty); echo rea''dy; read line; echo "got $line"; exit 7`)
+		done := make(chan result, 1)
+		go func() { done <- runCmd(t, cmd) }()
+		master, ok := <-masters
+		if !ok || master == nil {
+			t.Fatalf("no terminal on the console socket: %+v", <-done)
+		}
+		defer master.Close()
+		scr := watch(master)
+		scr.waitFor(t, "ready")
+		if _, err := master.WriteString("typed-line\r"); err != nil {
+			t.Fatal(err)
+		}
+		scr.waitFor(t, "got typed-line")
+		r := <-done
+		if r.code != 7 || !strings.Contains(scr.buf.String(), "/dev/pts/") || !strings.Contains(scr.buf.String(), "owner 1000") {
+			t.Errorf("exec --tty: exit %d (want 7), stderr %q; want the terminal's name and its owner 1000 on the screen:\n%s", r.code, r.stderr, scr.buf.String())
+		}
+	})
+}
+
+// TestOCITerminalOnlyFromTheContainersDevpts: a container without a
+// devpts mount whose process made /dev/pts/ptmx a FIFO (a link or another
+// device would do as well) gets no terminal from it: jail oci exec --tty
+// refuses in one line, having opened nothing there (which would have let
+// the FIFO's reader go on, and handed the shim the FIFO as the terminal).
+func TestOCITerminalOnlyFromTheContainersDevpts(t *testing.T) {
+	checkNoLeaks(t)
+	forEachMode(t, func(t *testing.T, m mode) {
+		if m.rootless {
+			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
+		}
+		spec := ociDefaultSpec([]string{"sh", "-c", "mkdir -p /dev/pts && mkfifo /dev/pts/ptmx && cat /dev/pts/ptmx; echo opened > /dev/opened; exec sleep 1000"})
+		var mounts []specs.Mount
+		for _, mnt := range spec.Mounts {
+			if mnt.Type != "devpts" {
+				mounts = append(mounts, mnt)
+			}
+		}
+		spec.Mounts = mounts
+		root, bundle := ociOwnBundle(t, m, spec, []string{"mkfifo", "tty"}, nil)
+		t.Cleanup(func() { jail(t, m, "oci", "--root", root, "delete", "--force", "box") })
+		pid := ociCreate(t, m, root, bundle)
+		if r := jail(t, m, "oci", "--root", root, "start", "box"); r.code != 0 {
+			t.Fatalf("start: %d %s", r.code, r.stderr)
+		}
+		fifo := filepath.Join("/proc", pid, "root", "dev", "pts", "ptmx")
+		waitFor(t, 10*time.Second, "the container's FIFO", func() bool {
+			st, err := os.Lstat(fifo)
+			return err == nil && st.Mode()&os.ModeNamedPipe != 0
+		})
+		sock, _ := consoleSocket(t)
+		r := jail(t, m, "oci", "--root", root, "exec", "--tty", "--console-socket", sock, "box", "tty")
+		expectOneLineFailure(t, r, "not a devpts mount")
+		// Its reader still waits: a writer's open that does not block
+		// finds it.
+		f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			t.Errorf("the FIFO's reader was let go (opened by the runtime): %v", err)
+		} else {
+			f.Close()
+		}
+	})
+}
+
+// TestOCIOomScoreAdjReachesTheProcess: the bundle's oomScoreAdj is the
+// process's, and written nowhere else: a bind mount over the container's
+// /proc/self/oom_score_adj (here a file of the bundle's; an image's link
+// in a root without a proc mount would do the same) took the write, and
+// left the process's score as it was.
+func TestOCIOomScoreAdjReachesTheProcess(t *testing.T) {
+	checkNoLeaks(t)
+	forEachMode(t, func(t *testing.T, m mode) {
+		if m.rootless {
+			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
+		}
+		spec := ociDefaultSpec([]string{"sleep", "1000"})
+		adj := 567
+		spec.Process.OOMScoreAdj = &adj
+		decoy := filepath.Join(sharedTempDir(t, nil), "oom_score_adj")
+		if err := os.WriteFile(decoy, []byte("untouched\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: "/proc/self/oom_score_adj", Type: "bind", Source: decoy, Options: []string{"bind", "rw"}})
+		root, bundle := ociOwnBundle(t, m, spec, nil, nil)
+		t.Cleanup(func() { jail(t, m, "oci", "--root", root, "delete", "--force", "box") })
+		pid := ociCreate(t, m, root, bundle)
+		if r := jail(t, m, "oci", "--root", root, "start", "box"); r.code != 0 {
+			t.Fatalf("start: %d %s", r.code, r.stderr)
+		}
+		waitFor(t, 10*time.Second, "the process's exec", func() bool {
+			comm, _ := os.ReadFile(filepath.Join("/proc", pid, "comm"))
+			return strings.TrimSpace(string(comm)) == "sleep"
+		})
+		got, _ := os.ReadFile(filepath.Join("/proc", pid, "oom_score_adj"))
+		written, _ := os.ReadFile(decoy)
+		if strings.TrimSpace(string(got)) != "567" || string(written) != "untouched\n" {
+			t.Errorf("the process's oom_score_adj is %q (want 567), the bound file holds %q (want it untouched)", got, written)
+		}
+	})
+}
+
+// TestOCIForcedDeleteEndsACreatedContainer: delete --force (and delete)
+// of a container that was created and never started ends its process,
+// waiting on the exec FIFO, and leaves nothing.
+func TestOCIForcedDeleteEndsACreatedContainer(t *testing.T) {
+	checkNoLeaks(t)
+	forEachMode(t, func(t *testing.T, m mode) {
+		if m.rootless {
+			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
+		}
+		for _, force := range []bool{true, false} {
+			root := ociRoot(t, m)
+			bundle := ociBundle(t, "sleep", "1000")
+			pid, _ := strconv.Atoi(ociCreate(t, m, root, bundle))
+			args := []string{"oci", "--root", root, "delete", "box"}
+			if force {
+				args = []string{"oci", "--root", root, "delete", "--force", "box"}
+			}
+			if r := jail(t, m, args...); r.code != 0 {
+				t.Errorf("delete (force %v) of a created container: %d %s", force, r.code, r.stderr)
+				jail(t, m, "oci", "--root", root, "delete", "--force", "box")
+			}
+			// Gone, not merely signalled: delete waited for its end
+			// (a zombie's stat says Z; it is reaped by whoever adopted it).
+			if st, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat")); err == nil && pid > 0 {
+				if f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:])); len(f) > 0 && f[0] != "Z" {
+					t.Errorf("delete (force %v): the container's process %d still runs: %s", force, pid, st)
+				}
+			}
+			expectOneLineFailure(t, jail(t, m, "oci", "--root", root, "state", "box"), "does not exist")
+		}
+	})
+}
+
+// TestOCIBindSourceSwappedAfterCreateOpenedItIsRefused: a directory of a
+// bind source's path renamed and replaced by another between jail oci
+// create's resolution of it and the role's mount (here while create is
+// held writing its warning to a --log FIFO the test keeps full) would put
+// the other directory in the container; the role refuses the source in
+// one line and leaves nothing.
+func TestOCIBindSourceSwappedAfterCreateOpenedItIsRefused(t *testing.T) {
+	checkNoLeaks(t)
+	forEachMode(t, func(t *testing.T, m mode) {
+		if m.rootless {
+			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
+		}
+		spec := ociDefaultSpec([]string{"sleep", "1000"})
+		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: "/data", Type: "bind", Source: "volume", Options: []string{"rbind", "ro"}})
+		root, bundle := ociOwnBundle(t, m, spec, nil, nil)
+		volume := filepath.Join(bundle, "volume")
+		if err := os.Mkdir(volume, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		logPath := filepath.Join(bundle, "log")
+		if err := unix.Mkfifo(logPath, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		logFifo, err := os.OpenFile(logPath, os.O_RDWR|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer logFifo.Close()
+		// Full: create's first line (the --no-pivot warning, written once
+		// the bundle is translated) waits for the test.
+		if _, err := unix.FcntlInt(logFifo.Fd(), unix.F_SETPIPE_SZ, 4096); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			if _, err := unix.Write(int(logFifo.Fd()), make([]byte, 512)); err != nil {
+				break
+			}
+		}
+		out, err := os.Create(filepath.Join(bundle, "out"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer out.Close()
+		cmd := command(m, "oci", "--root", root, "--log", logPath, "create", "--no-pivot", "--bundle", bundle, "--pid-file", filepath.Join(bundle, "pid"), "box")
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { jail(t, m, "oci", "--root", root, "delete", "--force", "box") })
+		waitFor(t, 20*time.Second, "create writing its log", func() bool {
+			tasks, _ := filepath.Glob(filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid), "task", "*", "wchan"))
+			for _, task := range tasks {
+				if w, _ := os.ReadFile(task); strings.Contains(string(w), "pipe_write") { // anon_pipe_write on 6.x
+					return true
+				}
+			}
+			return false
+		})
+		if err := os.Rename(volume, volume+".checked"); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(volume, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(volume, "swapped-in"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			b := make([]byte, 4096)
+			for {
+				if _, err := logFifo.Read(b); err != nil && !errors.Is(err, syscall.EAGAIN) {
+					return
+				}
+			}
+		}()
+		err = cmd.Wait()
+		b, _ := os.ReadFile(out.Name())
+		if err == nil {
+			pid, _ := os.ReadFile(filepath.Join(bundle, "pid"))
+			entries, _ := os.ReadDir(filepath.Join("/proc", strings.TrimSpace(string(pid)), "root", "data"))
+			t.Fatalf("create went on with the swapped source (the container's /data: %v): %s", entries, b)
+		}
+		if !strings.Contains(string(b), "changed after it was checked") || strings.Count(string(b), "\n") != 1 {
+			t.Errorf("create: %v, output %q; want one line saying the source changed", err, b)
+		}
+	})
 }

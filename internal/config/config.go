@@ -247,6 +247,10 @@ type ContainerMount struct {
 	Propagation uint64 `json:"propagation,omitempty"`
 	// Data is the filesystem's options (mount(2)'s data).
 	Data string `json:"data,omitempty"`
+	// SourceDev and SourceIno are a bind source's device and inode as jail
+	// oci create opened it: the role refuses another file at Source.
+	SourceDev uint64 `json:"source_dev,omitempty"`
+	SourceIno uint64 `json:"source_ino,omitempty"`
 }
 
 // Device is one device node made in the container (linux.devices).

@@ -391,6 +391,8 @@ func (w *writer) putContainerMount(v *config.ContainerMount) {
 	w.uint(uint64(v.Flags))
 	w.uint(uint64(v.Propagation))
 	w.string(v.Data)
+	w.uint(uint64(v.SourceDev))
+	w.uint(uint64(v.SourceIno))
 }
 
 func (r *reader) getContainerMount(v *config.ContainerMount) {
@@ -400,6 +402,8 @@ func (r *reader) getContainerMount(v *config.ContainerMount) {
 	v.Flags = r.uint()
 	v.Propagation = r.uint()
 	v.Data = r.string()
+	v.SourceDev = r.uint()
+	v.SourceIno = r.uint()
 }
 
 func (w *writer) putDevice(v *config.Device) {
@@ -571,7 +575,7 @@ func (r *reader) getContainer(v *config.Container) {
 	v.RootfsIno = r.uint()
 	v.RootfsReadOnly = r.bool()
 	v.RootPropagation = r.uint()
-	if n := r.count(6); n > 0 {
+	if n := r.count(8); n > 0 {
 		v.Mounts = make([]config.ContainerMount, n)
 		for i := range v.Mounts {
 			r.getContainerMount(&v.Mounts[i])

@@ -162,7 +162,7 @@ func (cr *creation) run(b *Bundle, o CreateOptions, cgPath string) error {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("subreaper: %w", err)
 	}
-	conn, err := cr.startRole()
+	conn, err := cr.startRole(spec.Process.Terminal)
 	if err != nil {
 		return err
 	}
@@ -237,9 +237,9 @@ func emptyResources(r *specs.LinuxResources) bool {
 }
 
 // startRole starts the helper as the container's role, with this
-// command's stdio (the container's, without a terminal) and the control
-// socket on fd 3, in an empty environment.
-func (cr *creation) startRole() (*control.Conn, error) {
+// command's stdio (the container's, without a terminal; /dev/null with
+// one) and the control socket on fd 3, in an empty environment.
+func (cr *creation) startRole(terminal bool) (*control.Conn, error) {
 	role := cr.rt.role
 	if role == nil {
 		prog, err := programs.Open(programs.Helper)
@@ -260,7 +260,7 @@ func (cr *creation) startRole() (*control.Conn, error) {
 	defer roleEnd.Close()
 	pidfd := -1
 	attr := &syscall.SysProcAttr{PidFD: &pidfd}
-	pid, err := spawn.Start(role.path, role.args, []string{}, []*os.File{os.Stdin, os.Stdout, os.Stderr, roleEnd}, attr)
+	pid, err := spawn.Start(role.path, role.args, []string{}, append(roleStdio(terminal), roleEnd), attr)
 	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("start: %w", err)

@@ -253,7 +253,7 @@ func (rt *Runtime) enter(op *opened, c *config.Container, o ExecOptions) (int, e
 	}
 	defer conn.Close()
 	conn.LimitReceive(control.MaxReport)
-	role, err := spawn.Start(path, []string{EnterArg}, []string{}, []*os.File{os.Stdin, os.Stdout, os.Stderr, roleEnd}, &syscall.SysProcAttr{})
+	role, err := spawn.Start(path, []string{EnterArg}, []string{}, append(roleStdio(c.Process.Terminal), roleEnd), &syscall.SysProcAttr{})
 	roleEnd.Close()
 	if err != nil {
 		return 0, fmt.Errorf("exec: %w", err)

@@ -299,8 +299,8 @@ func fdPath(fd int) (string, error) {
 }
 
 // translateMount: a bind mount's source is resolved (relative to the
-// bundle when relative) to its canonical host path; the others' sources
-// are the filesystem's.
+// bundle when relative) to its canonical host path, with its device and
+// inode; the others' sources are the filesystem's.
 func translateMount(b *Bundle, m specs.Mount) (config.ContainerMount, error) {
 	opts, err := parseMountOptions(m.Options)
 	if err != nil {
@@ -321,11 +321,18 @@ func translateMount(b *Bundle, m specs.Mount) (config.ContainerMount, error) {
 		if err != nil {
 			return config.ContainerMount{}, fmt.Errorf("source %s: %w", m.Source, err)
 		}
+		// The role reopens the canonical path (without following any
+		// link) and checks it is still this file.
+		var st unix.Stat_t
 		out.Source, err = fdPath(fd)
+		if err == nil {
+			err = unix.Fstat(fd, &st)
+		}
 		unix.Close(fd)
 		if err != nil {
 			return config.ContainerMount{}, fmt.Errorf("source %s: %w", m.Source, err)
 		}
+		out.SourceDev, out.SourceIno = st.Dev, st.Ino
 	}
 	return out, nil
 }

@@ -160,11 +160,16 @@ func TestTranslateRootAndMounts(t *testing.T) {
 	if c.RootPropagation != unix.MS_PRIVATE|unix.MS_REC {
 		t.Errorf("root propagation %#x", c.RootPropagation)
 	}
+	var data, hosts unix.Stat_t
+	if unix.Stat(filepath.Join(dir, "data"), &data) != nil || unix.Stat(filepath.Join(dir, "real-hosts"), &hosts) != nil {
+		t.Fatal("stat the bind sources")
+	}
 	want := []config.ContainerMount{
 		{Destination: "/proc", Type: "proc", Source: "proc", Flags: unix.MS_NOSUID | unix.MS_NOEXEC | unix.MS_NODEV},
 		{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Flags: unix.MS_NOSUID | unix.MS_NOEXEC, Data: "newinstance,ptmxmode=0666,mode=0620"},
-		{Destination: "/data", Source: filepath.Join(canonical, "data"), Flags: unix.MS_BIND | unix.MS_REC | unix.MS_RDONLY, Propagation: unix.MS_SLAVE | unix.MS_REC},
-		{Destination: "/etc/hosts", Source: filepath.Join(canonical, "real-hosts"), Flags: unix.MS_BIND},
+		{Destination: "/data", Source: filepath.Join(canonical, "data"), Flags: unix.MS_BIND | unix.MS_REC | unix.MS_RDONLY, Propagation: unix.MS_SLAVE | unix.MS_REC,
+			SourceDev: data.Dev, SourceIno: data.Ino},
+		{Destination: "/etc/hosts", Source: filepath.Join(canonical, "real-hosts"), Flags: unix.MS_BIND, SourceDev: hosts.Dev, SourceIno: hosts.Ino},
 	}
 	if len(c.Mounts) != len(want) {
 		t.Fatalf("%d mounts", len(c.Mounts))

@@ -272,7 +272,12 @@ func TestContainerRoleRunsABundle(t *testing.T) {
 					NoNewPrivileges: true,
 				},
 			})
-			c.Mounts = append(c.Mounts, config.ContainerMount{Destination: "/data", Source: c.Rootfs + "/etc", Flags: unix.MS_BIND | unix.MS_REC | unix.MS_RDONLY})
+			var etc unix.Stat_t
+			if err := unix.Stat(c.Rootfs+"/etc", &etc); err != nil {
+				t.Fatal(err)
+			}
+			c.Mounts = append(c.Mounts, config.ContainerMount{Destination: "/data", Source: c.Rootfs + "/etc", Flags: unix.MS_BIND | unix.MS_REC | unix.MS_RDONLY,
+				SourceDev: etc.Dev, SourceIno: etc.Ino})
 			if userns {
 				c.New |= unix.CLONE_NEWUSER
 			} else {

@@ -15,9 +15,7 @@ package launch
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"sync"
 	"syscall"
 	"time"
@@ -26,12 +24,14 @@ import (
 
 	"github.com/jail-sandbox/jail/internal/egress/protocol"
 	"github.com/jail-sandbox/jail/internal/programs"
+	"github.com/jail-sandbox/jail/internal/spawn"
 )
 
 // Gateway is a running gateway program.
 type Gateway struct {
 	sock   *os.File
-	cmd    *exec.Cmd
+	pid    int
+	pidfd  *os.File // signals it, never another process that took its pid
 	config protocol.Config
 
 	helloOnce sync.Once
@@ -44,8 +44,11 @@ type Gateway struct {
 }
 
 // Start starts the gateway program for cfg. Its stderr goes to stderr
-// (nil: nowhere), for what it cannot say otherwise (a crash).
-func Start(cfg protocol.Config, stderr io.Writer) (*Gateway, error) {
+// (nil: nowhere), for what it cannot say otherwise (a crash). It is
+// started by spawn.Start, which keeps the program's descriptor
+// (/proc/self/fd/N) clear of the child's descriptor setup, and gives it
+// exactly gatewayEnv (os/exec gives a nil environment the caller's whole).
+func Start(cfg protocol.Config, stderr *os.File) (*Gateway, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("egress gateway: socket pair: %w", err)
@@ -63,20 +66,23 @@ func Start(cfg protocol.Config, stderr io.Writer) (*Gateway, error) {
 		ours.Close()
 		return nil, fmt.Errorf("egress gateway: %w", err)
 	}
-	cmd := &exec.Cmd{
-		Path: path, Args: []string{"jail:gateway"},
-		Env:        gatewayEnv(),
-		Stderr:     stderr,
-		ExtraFiles: []*os.File{theirs},
-		// A session of its own: a terminal's signals (^C) are for the
-		// command, which jail forwards, not for the gateway.
-		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+	env := gatewayEnv()
+	if env == nil {
+		env = []string{}
 	}
-	if err := cmd.Start(); err != nil {
+	pidfd := -1
+	// A session of its own: a terminal's signals (^C) are for the
+	// command, which jail forwards, not for the gateway.
+	pid, err := spawn.Start(path, []string{"jail:gateway"}, env, []*os.File{nil, nil, stderr, theirs},
+		&syscall.SysProcAttr{Setsid: true, PidFD: &pidfd})
+	if err != nil {
 		ours.Close()
 		return nil, fmt.Errorf("egress gateway: %w", err)
 	}
-	g := &Gateway{sock: ours, cmd: cmd, config: cfg}
+	g := &Gateway{sock: ours, pid: pid, config: cfg}
+	if pidfd >= 0 {
+		g.pidfd = os.NewFile(uintptr(pidfd), "gateway-pidfd")
+	}
 	if err := protocol.Send(int(ours.Fd()), cfg); err != nil {
 		g.kill()
 		return nil, fmt.Errorf("egress gateway: send its configuration: %w", err)
@@ -183,7 +189,10 @@ func (g *Gateway) Start(listeners []*os.File, initPidfd *os.File, denied func(pr
 func (g *Gateway) Close() error {
 	if g.config.Detached {
 		g.sock.Close()
-		return g.cmd.Process.Release()
+		if g.pidfd != nil {
+			return g.pidfd.Close()
+		}
+		return nil
 	}
 	// Shutdown wakes the event reader before the descriptor goes.
 	_ = unix.Shutdown(int(g.sock.Fd()), unix.SHUT_RDWR)
@@ -193,9 +202,19 @@ func (g *Gateway) Close() error {
 	return nil
 }
 
+// killNow sends the gateway SIGKILL: through its pidfd, or by its pid
+// where the kernel gave none (the child, not reaped yet, keeps it).
+func (g *Gateway) killNow() {
+	if g.pidfd == nil {
+		_ = syscall.Kill(g.pid, syscall.SIGKILL)
+		return
+	}
+	_ = spawn.Signal(g.pidfd, syscall.SIGKILL)
+}
+
 // kill ends a gateway that never started serving.
 func (g *Gateway) kill() {
-	_ = g.cmd.Process.Kill()
+	g.killNow()
 	g.sock.Close()
 	_ = g.wait(0)
 }
@@ -204,8 +223,12 @@ func (g *Gateway) kill() {
 // (0: at once).
 func (g *Gateway) wait(limit time.Duration) error {
 	g.waitOnce.Do(func() {
+		defer g.pidfd.Close()
 		done := make(chan error, 1)
-		go func() { done <- g.cmd.Wait() }()
+		go func() {
+			_, err := spawn.Wait(g.pid)
+			done <- err
+		}()
 		if limit > 0 {
 			t := time.NewTimer(limit)
 			defer t.Stop()
@@ -215,7 +238,7 @@ func (g *Gateway) wait(limit time.Duration) error {
 			case <-t.C:
 			}
 		}
-		_ = g.cmd.Process.Kill()
+		g.killNow()
 		g.waitErr = <-done
 	})
 	return g.waitErr

@@ -16,13 +16,15 @@
  *     read-only paths last;
  *  5. it reports created and waits on the exec FIFO, which only the state
  *     directory's owner can open;
- *  6. once started: rlimits, oom_score_adj, groups and ids, capabilities,
- *     no_new_privs, the bundle's filter, the working directory, execve.
+ *  6. once started: rlimits, groups and ids, capabilities, no_new_privs,
+ *     the bundle's filter, the working directory, execve (oom_score_adj is
+ *     set before 4, through the host's /proc).
  * Nothing of the container runs before 6, and the role keeps no descriptor
  * of the host but stdio past its exec (all are close-on-exec).
  */
 
-#include <linux/stat.h> /* struct statx: musl 1.2.3 has no statx() */
+#include <linux/magic.h> /* PROC_SUPER_MAGIC, DEVPTS_SUPER_MAGIC */
+#include <linux/stat.h>  /* struct statx: musl 1.2.3 has no statx() */
 
 /* join_namespaces joins c's namespaces, those of type only_user or not. */
 static int join_namespaces(const struct container *c, bool user, struct failure *f)
@@ -107,13 +109,15 @@ static int container_mounts(const struct container *c, struct builder *b)
 		const struct container_mount *m = &c->mounts[i];
 		if (!(m->flags & MS_BIND))
 			continue;
-		/* Canonical, from the supervisor; no symlink followed now. */
-		struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
-		sources[i] = (int)syscall(SYS_openat2, AT_FDCWD, m->source, &how, sizeof(how));
+		/* Canonical, from the supervisor; no symlink followed now, and
+		 * the file it opened, not another put at that path since (a
+		 * directory of the path renamed and replaced). */
+		char why[PATH_MAX + 256];
+		sources[i] = open_verified(m->source, m->source_dev, m->source_ino, why, sizeof(why));
 		if (sources[i] < 0) {
 			char step[PATH_MAX + 32];
 			message(step, sizeof(step), "open mount source %s", m->source);
-			return fail_errno(b->f, step, NULL);
+			return fail(b->f, step, "%s", why);
 		}
 	}
 	for (size_t i = 0; i < c->nmounts; i++) {
@@ -507,6 +511,80 @@ static int container_filter(const struct container *c, struct failure *f)
 	return 0;
 }
 
+/* container_pty allocates the process's terminal in the container's own
+ * devpts: /dev/pts resolved in the current root without following any
+ * link, checked to be a devpts root, its ptmx opened without crossing a
+ * mount and checked again. The root's owner could otherwise put a FIFO, a
+ * link or another device there, which the runtime, still privileged,
+ * would open, and whose descriptor the console socket's reader (the
+ * shim) would be handed as the terminal. */
+static int container_pty(int *master, int *tty, struct failure *f)
+{
+	*master = *tty = -1;
+	struct open_how dir_how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+				   .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+	int pts = (int)syscall(SYS_openat2, AT_FDCWD, "/dev/pts", &dir_how, sizeof(dir_how));
+	if (pts < 0)
+		return fail_errno(f, "terminal", "open /dev/pts");
+	struct statfs sf;
+	struct stat st;
+	if (fstatfs(pts, &sf) != 0 || sf.f_type != DEVPTS_SUPER_MAGIC || fstat(pts, &st) != 0 || st.st_ino != 1) {
+		close(pts);
+		return fail(f, "terminal", "/dev/pts in the container is not a devpts mount");
+	}
+	struct open_how how = {.flags = O_RDWR | O_NOCTTY | O_CLOEXEC,
+			       .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
+	*master = (int)syscall(SYS_openat2, pts, "ptmx", &how, sizeof(how));
+	close(pts);
+	if (*master < 0)
+		return fail_errno(f, "terminal", "open /dev/pts/ptmx");
+	if (fstatfs(*master, &sf) != 0 || sf.f_type != DEVPTS_SUPER_MAGIC || fstat(*master, &st) != 0 || !S_ISCHR(st.st_mode) ||
+	    major(st.st_rdev) != 5 || minor(st.st_rdev) != 2) {
+		close(*master);
+		*master = -1;
+		return fail(f, "terminal", "/dev/pts/ptmx in the container is not devpts's ptmx");
+	}
+	int unlock = 0;
+	if (ioctl(*master, TIOCSPTLCK, &unlock) != 0)
+		return fail_errno(f, "terminal", "unlock pty");
+	/* The peer through the master itself, not by a path. */
+	*tty = ioctl(*master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (*tty < 0)
+		return fail_errno(f, "terminal", "open pty peer");
+	return 0;
+}
+
+/* container_oom_score_adj sets the process's oom_score_adj, inherited by
+ * what it forks and across its exec. It is called while /proc is the
+ * host's (before the root is pivoted to, or the container's mount
+ * namespace joined): the container's /proc is the root's owner's to
+ * arrange (without a proc mount, /proc/self could be a link to another
+ * file, or into a host /proc bound into the root), and the write, by a
+ * process that may still lower the value, must reach this process's own
+ * file. The file is checked to be procfs's all the same. */
+static int container_oom_score_adj(const struct container_process *p, struct failure *f)
+{
+	if (!p->set_oom_score_adj)
+		return 0;
+	struct open_how how = {.flags = O_WRONLY | O_CLOEXEC, .resolve = RESOLVE_NO_MAGICLINKS};
+	int fd = (int)syscall(SYS_openat2, AT_FDCWD, "/proc/self/oom_score_adj", &how, sizeof(how));
+	if (fd < 0)
+		return fail_errno(f, "oom_score_adj", NULL);
+	struct statfs sf;
+	char value[16];
+	if (fstatfs(fd, &sf) != 0 || sf.f_type != PROC_SUPER_MAGIC) {
+		close(fd);
+		return fail(f, "oom_score_adj", "/proc/self/oom_score_adj is not procfs's");
+	}
+	int err = format(value, sizeof(value), "%d", p->oom_score_adj);
+	if (err == 0)
+		err = write_all(fd, (const unsigned char *)value, strlen(value));
+	int saved = errno;
+	close(fd);
+	errno = saved;
+	return err != 0 ? fail_errno(f, "oom_score_adj", NULL) : 0;
+}
+
 /* container_process turns the init into the bundle's process: called once
  * `jail oci start` opened the exec FIFO. It returns only on failure. */
 static int container_process(const struct container *c, int tty, struct failure *f)
@@ -517,17 +595,15 @@ static int container_process(const struct container *c, int tty, struct failure 
 		if (setrlimit(p->rlimits[i].type, &rl) != 0)
 			return fail_errno(f, "rlimits", NULL);
 	}
-	if (p->set_oom_score_adj) {
-		char value[16];
-		int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
-		if (fd < 0 || format(value, sizeof(value), "%d", p->oom_score_adj) != 0 ||
-		    write_all(fd, (const unsigned char *)value, strlen(value)) != 0)
-			return fail_errno(f, "oom_score_adj", NULL);
-		close(fd);
-	}
 	if (tty >= 0) {
 		if (ioctl(tty, TIOCSCTTY, 0) != 0)
 			return fail_errno(f, "terminal", "TIOCSCTTY");
+		/* The terminal is the process's user's, as runc makes it (the
+		 * group is devpts's): a process that is not root must be able
+		 * to reopen its own terminal (/dev/tty, ttyname). */
+		struct stat st;
+		if (fstat(tty, &st) != 0 || (st.st_uid != p->uid && fchown(tty, p->uid, (gid_t)-1) != 0))
+			return fail_errno(f, "terminal", "chown");
 		for (int i = 0; i < 3; i++)
 			if (dup2(tty, i) < 0)
 				return fail_errno(f, "terminal", "dup2");
@@ -597,10 +673,10 @@ static _Noreturn void container_init(const struct container *c, int go, bool in_
 		fail_errno(&f, "setsid", NULL);
 		goto failed;
 	}
-	if (container_root(c, in_userns, &f) != 0)
+	if (container_oom_score_adj(&c->process, &f) != 0 || container_root(c, in_userns, &f) != 0)
 		goto failed;
 	int master = -1, tty = -1;
-	if (c->process.terminal && open_pty(0, 0, &master, &tty, &f) != 0)
+	if (c->process.terminal && container_pty(&master, &tty, &f) != 0)
 		goto failed;
 	struct report created = {.kind = "created", .pid = 1};
 	if (send_report(CONTROL_FD, &created, &master, master >= 0 ? 1 : 0) != 0)
@@ -773,7 +849,7 @@ static _Noreturn void entered_process(const struct container *c, int gate, bool 
 			report_failure(CONTROL_FD, &f, 0);
 			_exit(1);
 		}
-		if (open_pty(0, 0, &master, &tty, &f) != 0) {
+		if (container_pty(&master, &tty, &f) != 0) {
 			report_failure(CONTROL_FD, &f, 0);
 			_exit(1);
 		}
@@ -813,6 +889,9 @@ static int enter_main(void)
 		goto failed;
 	}
 	bool in_userns = (c->join[0].type & CLONE_NEWUSER) != 0;
+	/* Inherited by the process it forks. */
+	if (container_oom_score_adj(&c->process, &f) != 0)
+		goto failed;
 	if (setns(c->join[0].fd, (int)c->join[0].type) != 0) {
 		fail_errno(&f, "enter", "setns");
 		goto failed;

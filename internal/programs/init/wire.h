@@ -403,6 +403,8 @@ struct container_mount {
 	uint64_t flags;
 	uint64_t propagation;
 	char *data;
+	uint64_t source_dev;
+	uint64_t source_ino;
 };
 
 /* config.Device */
@@ -1083,6 +1085,8 @@ static void wire_get_container_mount(struct wire_reader *r, struct container_mou
 	v->flags = wire_read_uint(r);
 	v->propagation = wire_read_uint(r);
 	v->data = wire_read_string(r);
+	v->source_dev = wire_read_uint(r);
+	v->source_ino = wire_read_uint(r);
 }
 
 static void wire_put_container_mount(struct wire_writer *w, const struct container_mount *v)
@@ -1093,6 +1097,8 @@ static void wire_put_container_mount(struct wire_writer *w, const struct contain
 	wire_put_uint(w, v->flags);
 	wire_put_uint(w, v->propagation);
 	wire_put_string(w, v->data);
+	wire_put_uint(w, v->source_dev);
+	wire_put_uint(w, v->source_ino);
 }
 
 static void wire_free_container_mount(struct container_mount *v)
@@ -1275,7 +1281,7 @@ static void wire_get_container(struct wire_reader *r, struct container *v)
 	v->rootfs_ino = wire_read_uint(r);
 	v->rootfs_read_only = wire_read_bool(r);
 	v->root_propagation = wire_read_uint(r);
-	v->nmounts = wire_read_count(r, 6);
+	v->nmounts = wire_read_count(r, 8);
 	v->mounts = wire_alloc(v->nmounts + 1, sizeof(*v->mounts));
 	for (size_t i = 0; i < v->nmounts; i++) {
 		wire_get_container_mount(r, &v->mounts[i]);
@@ -1846,6 +1852,10 @@ static void wire_print_container_mount(FILE *out, const char *path, const struct
 	fprintf(out, "%s=%llu\n", key, (unsigned long long)v->propagation);
 	wire_key(key, sizeof(key), path, ".Data", -1);
 	wire_print_hex(out, key, "s:", (const unsigned char *)v->data, strlen(v->data));
+	wire_key(key, sizeof(key), path, ".SourceDev", -1);
+	fprintf(out, "%s=%llu\n", key, (unsigned long long)v->source_dev);
+	wire_key(key, sizeof(key), path, ".SourceIno", -1);
+	fprintf(out, "%s=%llu\n", key, (unsigned long long)v->source_ino);
 }
 
 static void wire_print_container_device(FILE *out, const char *path, const struct container_device *v)
