@@ -119,6 +119,7 @@ func criConfig(dir, runtime, runcRoot string) string {
     default_runtime_name = "jail"
   [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.jail]
     runtime_type = "io.containerd.runc.v2"
+    pod_annotations = ["jail.dev/profile"]
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.jail.options]
       BinaryName = %q
       Root = %q
@@ -190,6 +191,9 @@ func TestCRIRunsAPodWithTheJailHandler(t *testing.T) {
 	writeJSON(t, pod, map[string]any{
 		"metadata":      map[string]any{"name": "jail-pod", "namespace": "default", "uid": "jail-pod-uid", "attempt": 0},
 		"log_directory": logs,
+		// jail's strict profile on top of what CRI writes (docs/oci.md
+		// §3), let through by the handler's pod_annotations.
+		"annotations": map[string]string{"jail.dev/profile": "strict"},
 		"linux": map[string]any{
 			"cgroup_parent":    criCgroupParent,
 			"security_context": map[string]any{"namespace_options": namespaces},
@@ -285,6 +289,11 @@ func TestCRIRunsAPodWithTheJailHandler(t *testing.T) {
 	// Through CRI's streaming server, as kubectl exec reaches it.
 	if r := crictl("exec", ctrID, "sh", "-c", "echo streamed; echo to stderr >&2"); r.code != 0 || r.stdout != "streamed\n" || r.stderr != "to stderr\n" {
 		t.Errorf("crictl exec: exit %d, stdout %q, stderr %q; want 0 and a line on each", r.code, r.stdout, r.stderr)
+	}
+	// The pod's jail.dev/profile reached the container: strict's filter
+	// allows no socket but AF_UNIX, on top of RuntimeDefault's.
+	if r := crictl("exec", "-s", ctrID, "busybox", "nc", "127.0.0.1", "1"); r.code == 0 || !strings.Contains(r.stdout+r.stderr, "socket: Operation not permitted") {
+		t.Errorf("crictl exec -s busybox nc under the strict profile: exit %d, stdout %q, stderr %q; want the socket refused", r.code, r.stdout, r.stderr)
 	}
 	if r := crictl("exec", "-s", ctrID, "sh", "-c", "exit 3"); r.code == 0 || !strings.Contains(r.stderr, "exited with 3") {
 		t.Errorf("crictl exec -s of a command that exits 3: exit %d, stderr %q", r.code, r.stderr)
