@@ -109,32 +109,69 @@ func Cached(dir string, user profiles.Files, name string, r Resolver) (*profiles
 		return nil, Filter{}, err
 	}
 	entry := "profile-" + key + ".json"
-	var cache *os.File
-	if dir != "" {
-		uid := os.Geteuid()
-		if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
-			_ = os.MkdirAll(dir, 0o700)
-		}
-		if cache, err = privdir.Open(dir, uid, unix.O_PATH); err == nil {
-			defer cache.Close()
-			// The caller's own entry, which group and others cannot
-			// write.
-			if data, err := privdir.ReadFile(cache, entry, maxEntry, uid); err == nil {
-				var c Resolved
-				if json.Unmarshal(data, &c) == nil && c.Profile != nil && c.Filter.Valid() {
-					return c.Profile, c.Filter, nil
-				}
-			}
+	cache := OpenCache(dir)
+	defer cache.Close()
+	if data, ok := cache.Read(entry, maxEntry); ok {
+		var c Resolved
+		if json.Unmarshal(data, &c) == nil && c.Profile != nil && c.Filter.Valid() {
+			return c.Profile, c.Filter, nil
 		}
 	}
 	p, f, err := r.Resolve(user, name)
 	if err != nil {
 		return nil, Filter{}, err
 	}
-	if cache != nil {
-		if data, err := json.Marshal(Resolved{Profile: p, Filter: f}); err == nil {
-			_ = privdir.WriteFile(int(cache.Fd()), entry, ".tmp-", data, 0o644)
-		}
+	if data, err := json.Marshal(Resolved{Profile: p, Filter: f}); err == nil {
+		cache.Write(entry, data)
 	}
 	return p, f, nil
+}
+
+// Cache is a directory of compiled filters private to the caller (see
+// Cached for what is trusted); a nil Cache keeps nothing.
+type Cache struct {
+	dir *os.File // O_PATH
+	uid int
+}
+
+// OpenCache opens dir (CacheDir), made 0700 if missing; nil when dir is
+// "" or not private to the caller, which then only costs compiling.
+func OpenCache(dir string) *Cache {
+	if dir == "" {
+		return nil
+	}
+	uid := os.Geteuid()
+	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+		_ = os.MkdirAll(dir, 0o700)
+	}
+	f, err := privdir.Open(dir, uid, unix.O_PATH)
+	if err != nil {
+		return nil
+	}
+	return &Cache{dir: f, uid: uid}
+}
+
+// Read returns entry when it is a regular file of the caller's that
+// group and others cannot write, of at most max bytes.
+func (c *Cache) Read(entry string, max int64) ([]byte, bool) {
+	if c == nil {
+		return nil, false
+	}
+	data, err := privdir.ReadFile(c.dir, entry, max, c.uid)
+	return data, err == nil
+}
+
+// Write replaces entry with data (a new file renamed into place); a cache
+// that cannot be written is left as it is.
+func (c *Cache) Write(entry string, data []byte) {
+	if c != nil {
+		_ = privdir.WriteFile(int(c.dir.Fd()), entry, ".tmp-", data, 0o644)
+	}
+}
+
+// Close closes the directory.
+func (c *Cache) Close() {
+	if c != nil {
+		c.dir.Close()
+	}
 }

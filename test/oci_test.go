@@ -259,6 +259,43 @@ func ociDefaultSpec(args []string) *specs.Spec {
 	}
 }
 
+// writeOCISpec writes spec as bundle's config.json.
+func writeOCISpec(t *testing.T, bundle string, spec *specs.Spec) {
+	t.Helper()
+	data, err := json.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bundle, "config.json"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ociWithOutput returns a runner of jail oci in mode m with state root
+// root, whose output (and the container's, which inherits create's) goes
+// to the bundle's file out, and that file's path. The runner returns the
+// exit status.
+func ociWithOutput(t *testing.T, m mode, root, bundle string) (oci func(args ...string) int, out string) {
+	t.Helper()
+	out = filepath.Join(bundle, "out")
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return func(args ...string) int {
+		cmd := command(m, append([]string{"oci", "--root", root}, args...)...)
+		cmd.Stdout, cmd.Stderr = f, f
+		if err := cmd.Run(); err != nil {
+			if ee, ok := err.(*exec.ExitError); ok {
+				return ee.ExitCode()
+			}
+			t.Fatal(err)
+		}
+		return 0
+	}, out
+}
+
 // TestOCIContainerLifecycle: a container of runc's default configuration
 // through jail oci as the shim drives it: create leaves it created with
 // its pid in --pid-file; start runs its process, as pid 1 of its own
@@ -376,30 +413,8 @@ func TestOCICapabilityBoundingIgnoresTheContainersProc(t *testing.T) {
 		spec := ociDefaultSpec([]string{"sh", "-c", "grep CapBnd /proc/self/status; exec sleep 1000"})
 		spec.Process.NoNewPrivileges = false
 		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: "/proc/sys/kernel", Type: "bind", Source: volume, Options: []string{"rbind", "rw"}})
-		data, err := json.Marshal(spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(bundle, "config.json"), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		out := filepath.Join(bundle, "out")
-		f, err := os.Create(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		oci := func(args ...string) int {
-			cmd := command(m, append([]string{"oci", "--root", root}, args...)...)
-			cmd.Stdout, cmd.Stderr = f, f
-			if err := cmd.Run(); err != nil {
-				if ee, ok := err.(*exec.ExitError); ok {
-					return ee.ExitCode()
-				}
-				t.Fatal(err)
-			}
-			return 0
-		}
+		writeOCISpec(t, bundle, spec)
+		oci, out := ociWithOutput(t, m, root, bundle)
 		t.Cleanup(func() { jail(t, m, "oci", "--root", root, "delete", "--force", "box") })
 		if oci("create", "--bundle", bundle, "box") != 0 || oci("start", "box") != 0 {
 			b, _ := os.ReadFile(out)
@@ -489,30 +504,8 @@ func TestOCIProfileAnnotationAddsJailsFilter(t *testing.T) {
 				if c.profile != "" {
 					spec.Annotations = map[string]string{"jail.dev/profile": c.profile}
 				}
-				data, err := json.Marshal(spec)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(filepath.Join(bundle, "config.json"), data, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				out := filepath.Join(bundle, "out")
-				f, err := os.Create(out)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer f.Close()
-				oci := func(args ...string) int {
-					cmd := command(m, append([]string{"oci", "--root", root}, args...)...)
-					cmd.Stdout, cmd.Stderr = f, f
-					if err := cmd.Run(); err != nil {
-						if ee, ok := err.(*exec.ExitError); ok {
-							return ee.ExitCode()
-						}
-						t.Fatal(err)
-					}
-					return 0
-				}
+				writeOCISpec(t, bundle, spec)
+				oci, out := ociWithOutput(t, m, root, bundle)
 				t.Cleanup(func() { jail(t, m, "oci", "--root", root, "delete", "--force", "profiled") })
 				if oci("create", "--bundle", bundle, "profiled") != 0 || oci("start", "profiled") != 0 {
 					b, _ := os.ReadFile(out)
@@ -538,10 +531,7 @@ func TestOCIProfileAnnotationAddsJailsFilter(t *testing.T) {
 			bundle := ociBundle(t)
 			spec := ociDefaultSpec([]string{"true"})
 			spec.Annotations = map[string]string{"jail.dev/profile": "lenient"}
-			data, _ := json.Marshal(spec)
-			if err := os.WriteFile(filepath.Join(bundle, "config.json"), data, 0o644); err != nil {
-				t.Fatal(err)
-			}
+			writeOCISpec(t, bundle, spec)
 			return bundle
 		}(), "profiled")
 		expectOneLineFailure(t, r, `annotation jail.dev/profile: `)

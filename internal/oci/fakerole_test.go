@@ -80,11 +80,20 @@ func fakeRole() int {
 		}
 	}
 	exe, _ := os.Executable()
+	// The child waits for the gate (its end of a pipe) before it says
+	// anything, as the real role's child does: its report must follow
+	// the role's KindChild.
+	gate, opened, err := os.Pipe()
+	if err != nil {
+		return fakeFail(conn, "gate: %v", err)
+	}
 	cmd := exec.Command(exe, fakeInitArg, c.Process.Args[0], strconv.FormatBool(c.Process.Terminal))
-	cmd.ExtraFiles = []*os.File{conn.File(), files[c.ExecFifoFD-4]}
+	cmd.ExtraFiles = []*os.File{conn.File(), files[c.ExecFifoFD-4], gate}
 	if err := cmd.Start(); err != nil {
 		return fakeFail(conn, "fork: %v", err)
 	}
+	gate.Close()
+	defer opened.Close()
 	if err := conn.Send(control.Message{Kind: control.KindChild, Pid: cmd.Process.Pid}); err != nil {
 		return 1
 	}
@@ -124,6 +133,10 @@ func fakeUserns(conn *control.Conn) int {
 // its byte and waits to be killed.
 func fakeInit() int {
 	conn := control.FromFD(3)
+	// The gate opens when the role closes its end, after its KindChild.
+	gate := os.NewFile(5, "gate")
+	_, _ = gate.Read(make([]byte, 1))
+	gate.Close()
 	if os.Args[2] == "fail-in-init" {
 		return fakeFail(conn, "init asked to")
 	}

@@ -7,14 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"runtime"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-	"golang.org/x/sys/unix"
 
-	"github.com/jail-sandbox/jail/internal/privdir"
 	"github.com/jail-sandbox/jail/internal/programs"
 	"github.com/jail-sandbox/jail/seccomp"
 	"github.com/jail-sandbox/jail/seccomp/filter"
@@ -83,30 +79,20 @@ func CompileSeccompCached(dir string) SeccompCompiler {
 		fmt.Fprintf(h, "jail-oci-seccomp %d\n%s\ntools %s\n", seccompCacheVersion, runtime.GOARCH, programs.Version(programs.Tools))
 		h.Write(in)
 		entry := "oci-" + hex.EncodeToString(h.Sum(nil)) + ".json"
-		var cache *os.File
-		if dir != "" {
-			uid := os.Geteuid()
-			if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
-				_ = os.MkdirAll(dir, 0o700)
-			}
-			if cache, err = privdir.Open(dir, uid, unix.O_PATH); err == nil {
-				defer cache.Close()
-				if data, err := privdir.ReadFile(cache, entry, maxSeccompEntry, uid); err == nil {
-					var f filter.Filter
-					if json.Unmarshal(data, &f) == nil && f.Valid() {
-						return f, nil
-					}
-				}
+		cache := seccomp.OpenCache(dir)
+		defer cache.Close()
+		if data, ok := cache.Read(entry, maxSeccompEntry); ok {
+			var f filter.Filter
+			if json.Unmarshal(data, &f) == nil && f.Valid() {
+				return f, nil
 			}
 		}
 		f, err := compileInTools(in)
 		if err != nil {
 			return filter.Filter{}, err
 		}
-		if cache != nil {
-			if data, err := json.Marshal(f); err == nil {
-				_ = privdir.WriteFile(int(cache.Fd()), entry, ".tmp-", data, 0o644)
-			}
+		if data, err := json.Marshal(f); err == nil {
+			cache.Write(entry, data)
 		}
 		return f, nil
 	}
