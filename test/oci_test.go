@@ -492,15 +492,30 @@ func TestOCIProfileAnnotationAddsJailsFilter(t *testing.T) {
 	checkNoLeaks(t)
 	{
 		script := "echo timer_list $(wc -c < /proc/timer_list); busybox nc 127.0.0.1 1 </dev/null; exec sleep 1000"
+		// A bundle's own filter that answers seccomp(2) with "success"
+		// (errno 0) without loading anything: were it loaded before the
+		// profile's, the profile's filter would never be.
+		zero := uint(0)
+		fakeSeccomp := &specs.LinuxSeccomp{DefaultAction: specs.ActAllow, Syscalls: []specs.LinuxSyscall{
+			{Names: []string{"seccomp"}, Action: specs.ActErrno, ErrnoRet: &zero},
+		}}
 		for _, c := range []struct {
 			name, profile string
+			seccomp       *specs.LinuxSeccomp
+			newPrivileges bool // the filters loaded before the ids change
 			denied        bool
-		}{{"without", "", false}, {"strict", "strict", true}} {
+		}{
+			{"without", "", nil, false, false}, {"strict", "strict", nil, false, true},
+			{"strict under a bundle filter that fakes seccomp", "strict", fakeSeccomp, false, true},
+			{"strict with new privileges under a bundle filter that fakes seccomp", "strict", fakeSeccomp, true, true},
+		} {
 			t.Run(c.name, func(t *testing.T) {
 				root := ociRoot(t, m)
 				bundle := ociBundle(t)
 				spec := ociDefaultSpec([]string{"sh", "-c", script})
 				spec.Linux.MaskedPaths = nil
+				spec.Linux.Seccomp = c.seccomp
+				spec.Process.NoNewPrivileges = !c.newPrivileges
 				if c.profile != "" {
 					spec.Annotations = map[string]string{"jail.dev/profile": c.profile}
 				}

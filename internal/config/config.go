@@ -216,8 +216,9 @@ type Container struct {
 	// Seccomp is the bundle's filter, compiled; empty: none.
 	Seccomp filter.Filter `json:"seccomp"`
 	// ProfileSeccomp is the filter of the jail profile the bundle's
-	// jail.dev/profile annotation names, loaded after the bundle's (the
-	// kernel applies the stricter of the two); empty: none.
+	// jail.dev/profile annotation names, loaded before the bundle's (so
+	// that the bundle's cannot fake the loading; the kernel applies the
+	// stricter of the two); empty: none.
 	ProfileSeccomp filter.Filter `json:"profile_seccomp"`
 	// ExecFifoFD is the descriptor of the state directory's exec FIFO
 	// (O_PATH): the container's process is started once `jail oci start`

@@ -179,7 +179,11 @@ func blockIOWritesV2(dir string, b *specs.LinuxBlockIO) ([]cgroupWrite, error) {
 func validateUnified(u map[string]string) error {
 	for key, value := range u {
 		controller, knob, ok := strings.Cut(key, ".")
-		if !ok || controller == "" || knob == "" || strings.ContainsAny(key, "/\x00") || key == "." || key == ".." {
+		// The controller's name is also written, as "+NAME", into the
+		// parents' cgroup.subtree_control (enableV2Controllers): a name
+		// with a space or a newline in it ("memory -cpu") would take a
+		// controller away from every sibling cgroup there.
+		if !ok || !controllerName(controller) || !knobName(knob) {
 			return fmt.Errorf("oci: linux.resources.unified: %q is not a controller's file", key)
 		}
 		if controller == "cgroup" {
@@ -190,6 +194,38 @@ func validateUnified(u map[string]string) error {
 		}
 	}
 	return nil
+}
+
+// controllerName reports whether s can be a cgroup controller's name
+// (the kernel's are lower-case letters, digits and underscores).
+func controllerName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// knobName reports whether s can be what follows a controller's name and
+// its dot in an interface file's name ("max", "swap.max", "2MB.max",
+// "cpus.partition"): letters, digits, underscores, dots and dashes, no
+// empty part.
+func knobName(s string) bool {
+	for _, part := range strings.Split(s, ".") {
+		if part == "" {
+			return false
+		}
+		for _, r := range part {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // unifiedControllers are the controllers u's files belong to.

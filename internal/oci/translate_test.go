@@ -489,8 +489,23 @@ func TestCompileSeccompCached(t *testing.T) {
 	}{
 		{"writable by others", func(p string) error { return os.Chmod(p, 0o666) }},
 		{"not a filter", func(p string) error { return os.WriteFile(p, []byte(`{"allowlist": "AAAA"}`), 0o644) }},
+		{"a link to a planted filter", func(p string) error {
+			elsewhere := filepath.Join(filepath.Dir(filepath.Dir(p)), "planted.json")
+			if err := os.WriteFile(elsewhere, data, 0o644); err != nil {
+				return err
+			}
+			if err := os.Remove(p); err != nil {
+				return err
+			}
+			return os.Symlink(elsewhere, p)
+		}},
+		{"in a directory others can write", func(p string) error { return os.Chmod(filepath.Dir(p), 0o777) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			if err := os.Chmod(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			_ = os.Remove(entries[0])
 			if err := os.WriteFile(entries[0], data, 0o644); err != nil {
 				t.Fatal(err)
 			}

@@ -182,6 +182,21 @@ func TestValidateRefusesWhatJailCannotDoOrIsMalformed(t *testing.T) {
 		{"unified path", func(s *specs.Spec) {
 			s.Linux.Resources = &specs.LinuxResources{Unified: map[string]string{"../memory.max": "1"}}
 		}, `"../memory.max" is not a controller's file`},
+		// The controller's name goes into the parents'
+		// cgroup.subtree_control as "+NAME": "+memory -cpu" would take
+		// the cpu controller from every sibling cgroup.
+		{"unified controller name with a space", func(s *specs.Spec) {
+			s.Linux.Resources = &specs.LinuxResources{Unified: map[string]string{"memory -cpu.max": "1"}}
+		}, `"memory -cpu.max" is not a controller's file`},
+		{"unified controller name with a newline", func(s *specs.Spec) {
+			s.Linux.Resources = &specs.LinuxResources{Unified: map[string]string{"memory\n-cpu.max": "1"}}
+		}, `is not a controller's file`},
+		{"unified knob with a space", func(s *specs.Spec) {
+			s.Linux.Resources = &specs.LinuxResources{Unified: map[string]string{"memory.max x": "1"}}
+		}, `is not a controller's file`},
+		{"unified empty knob part", func(s *specs.Spec) {
+			s.Linux.Resources = &specs.LinuxResources{Unified: map[string]string{"memory..max": "1"}}
+		}, `is not a controller's file`},
 		{"unified cgroup.procs", func(s *specs.Spec) {
 			s.Linux.Resources = &specs.LinuxResources{Unified: map[string]string{"cgroup.procs": "1"}}
 		}, `"cgroup.procs" is the cgroup core's`},
@@ -191,6 +206,11 @@ func TestValidateRefusesWhatJailCannotDoOrIsMalformed(t *testing.T) {
 		{"device rule access", func(s *specs.Spec) {
 			s.Linux.Resources = &specs.LinuxResources{Devices: []specs.LinuxDeviceCgroup{{Allow: true, Access: "rwx"}}}
 		}, "is not made of r, w and m"},
+		{"unified files of controllers", func(s *specs.Spec) {
+			s.Linux.Resources = &specs.LinuxResources{Unified: map[string]string{
+				"memory.swap.max": "max", "hugetlb.2MB.max": "0", "cpu.uclamp.min": "0", "io.bfq.weight": "100", "misc.max": "x 1",
+			}}
+		}, ""},
 		{"resources", func(s *specs.Spec) {
 			s.Linux.Resources = &specs.LinuxResources{
 				Memory:  &specs.LinuxMemory{Limit: i64(64 << 20), Swap: i64(128 << 20), Reservation: i64(32 << 20)},

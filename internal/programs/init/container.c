@@ -490,14 +490,17 @@ static int container_caps(const struct container_process *p, struct failure *f)
 	return 0;
 }
 
-/* container_filter loads the bundle's compiled filter, then the jail
- * profile's the bundle asked for on top (the kernel runs every program
- * loaded and takes the strictest verdict). */
+/* container_filter loads the jail profile's filter the bundle asked for,
+ * then the bundle's own (the kernel runs every program loaded and takes
+ * the strictest verdict, whatever the order). The profile's goes first:
+ * once the bundle's is loaded, it judges the seccomp(2) calls that load
+ * the rest, and one that answers them with errno 0 ("success", nothing
+ * loaded) would leave the process without the profile's. */
 static int container_filter(const struct container *c, struct failure *f)
 {
 	const struct wire_bytes *programs[] = {
-		&c->seccomp.allowlist, &c->seccomp.denials, &c->seccomp.guard,
 		&c->profile_seccomp.allowlist, &c->profile_seccomp.denials, &c->profile_seccomp.guard,
+		&c->seccomp.allowlist, &c->seccomp.denials, &c->seccomp.guard,
 	};
 	for (size_t i = 0; i < sizeof(programs) / sizeof(programs[0]); i++) {
 		if (!programs[i]->present)
