@@ -189,6 +189,12 @@ func validateUnified(u map[string]string) error {
 		if controller == "cgroup" {
 			return fmt.Errorf("oci: linux.resources.unified: %q is the cgroup core's, not a limit", key)
 		}
+		// A partition takes its cpus from every cgroup beside it, the
+		// host's services included when the container's cgroup is at the
+		// top: not a limit of the container's.
+		if key == "cpuset.cpus.partition" || key == "cpuset.cpus.exclusive" {
+			return fmt.Errorf("oci: linux.resources.unified: %q takes cpus from the cgroups beside the container's: refused", key)
+		}
 		if strings.ContainsRune(value, '\x00') || len(value) > 4096 {
 			return fmt.Errorf("oci: linux.resources.unified: the value of %q is not a control file's", key)
 		}

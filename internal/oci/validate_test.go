@@ -197,6 +197,9 @@ func TestValidateRefusesWhatJailCannotDoOrIsMalformed(t *testing.T) {
 		{"unified empty knob part", func(s *specs.Spec) {
 			s.Linux.Resources = &specs.LinuxResources{Unified: map[string]string{"memory..max": "1"}}
 		}, `is not a controller's file`},
+		{"unified cpuset partition", func(s *specs.Spec) {
+			s.Linux.Resources = &specs.LinuxResources{Unified: map[string]string{"cpuset.cpus.partition": "root"}}
+		}, `"cpuset.cpus.partition" takes cpus from the cgroups beside`},
 		{"unified cgroup.procs", func(s *specs.Spec) {
 			s.Linux.Resources = &specs.LinuxResources{Unified: map[string]string{"cgroup.procs": "1"}}
 		}, `"cgroup.procs" is the cgroup core's`},
