@@ -175,6 +175,12 @@ func (c *containerd) states(namespace string) []string {
 	return out
 }
 
+// cgroupV2 reports whether /sys/fs/cgroup is one cgroup2 hierarchy.
+func cgroupV2() bool {
+	var st syscall.Statfs_t
+	return syscall.Statfs("/sys/fs/cgroup", &st) == nil && st.Type == 0x63677270
+}
+
 // cgroupHierarchies are the directories a cgroup of the tests' may be in.
 func cgroupHierarchies() []string {
 	out := []string{"/sys/fs/cgroup"}
@@ -317,7 +323,8 @@ func TestContainerdRunsJailOCI(t *testing.T) {
 }
 
 // containerProcesses are the processes of the container whose init is
-// pid: the members of its cgroup (in the pids hierarchy), read once.
+// pid: the members of its cgroup (in the pids hierarchy, or the one
+// cgroup2 hierarchy), read once.
 func containerProcesses(t *testing.T, pid int) (cgroupDir string, pids []int) {
 	t.Helper()
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
@@ -326,8 +333,11 @@ func containerProcesses(t *testing.T, pid int) (cgroupDir string, pids []int) {
 	}
 	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
 		f := strings.SplitN(line, ":", 3)
-		if len(f) == 3 && f[1] == "pids" {
+		switch {
+		case len(f) == 3 && f[1] == "pids":
 			cgroupDir = filepath.Join("/sys/fs/cgroup/pids", f[2])
+		case len(f) == 3 && f[0] == "0" && f[1] == "" && cgroupDir == "" && cgroupV2():
+			cgroupDir = filepath.Join("/sys/fs/cgroup", f[2])
 		}
 	}
 	if cgroupDir == "" {

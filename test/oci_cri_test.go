@@ -231,7 +231,7 @@ func TestCRIRunsAPodWithTheJailHandler(t *testing.T) {
 		}
 		pids[what] = state.Pid
 		cgroup, procs := containerProcesses(t, state.Pid)
-		if want := "/pids" + criCgroupParent + "/" + id; !strings.HasSuffix(cgroup, want) {
+		if want := criCgroupParent + "/" + id; !strings.HasSuffix(cgroup, want) {
 			t.Errorf("the %s's cgroup is %s, not %s", what, cgroup, want)
 		}
 		if len(procs) == 0 {
@@ -239,12 +239,20 @@ func TestCRIRunsAPodWithTheJailHandler(t *testing.T) {
 		}
 	}
 
-	// The container's limits and filter, as asked.
-	for file, want := range map[string]string{
+	// The container's limits and filter, as asked (on v2 as runc
+	// converts them: 256 shares are a cpu.weight of 10).
+	limits := map[string]string{
 		"/sys/fs/cgroup/memory" + criCgroupParent + "/" + ctrID + "/memory.limit_in_bytes": fmt.Sprint(64 << 20),
 		"/sys/fs/cgroup/cpu" + criCgroupParent + "/" + ctrID + "/cpu.shares":               "256",
-		fmt.Sprintf("/proc/%d/status", pids["container"]):                                  "Seccomp:\t2\n",
-	} {
+	}
+	if cgroupV2() {
+		limits = map[string]string{
+			"/sys/fs/cgroup" + criCgroupParent + "/" + ctrID + "/memory.max": fmt.Sprint(64 << 20),
+			"/sys/fs/cgroup" + criCgroupParent + "/" + ctrID + "/cpu.weight": "10",
+		}
+	}
+	limits[fmt.Sprintf("/proc/%d/status", pids["container"])] = "Seccomp:\t2\n"
+	for file, want := range limits {
 		if b, err := os.ReadFile(file); err != nil || !strings.Contains(string(b), want) {
 			t.Errorf("%s: %v, want %q in:\n%s", file, err, want, b)
 		}
