@@ -396,9 +396,10 @@ func (c *containerd) expectContainerGone(namespace, cgroupDir string, pids []int
 		_, err := os.Stat(cgroupDir)
 		return os.IsNotExist(err)
 	})
-	if states := c.states(namespace); len(states) != 0 {
-		c.t.Errorf("jail oci states left: %v", states)
-	}
+	// jail oci's delete removes the state after the cgroup.
+	waitFor(c.t, 20*time.Second, "jail oci's state removed", func() bool {
+		return len(c.states(namespace)) == 0
+	})
 }
 
 // TestContainerdCleansUpAfterAKilledShim: when the shim of a running jail
