@@ -303,6 +303,7 @@ func storeListing(t *testing.T, store string) string {
 // with one `jail: image import … exceeds …` line and leaves the store as
 // it was (no layer, no temporary directory, no index entry). Pulls too.
 func TestImageImportSizeBounds(t *testing.T) {
+	skipEmulatedKernelAgnostic(t)
 	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	defer srv.Close()
 	host := strings.TrimPrefix(srv.URL, "http://")

@@ -190,6 +190,17 @@ func modes() []mode {
 	return []mode{asRootless}
 }
 
+// skipEmulatedKernelAgnostic skips, in the cgroup v2 VM, a test whose
+// subject is neither cgroups nor the kernel (decompression bounds of the
+// tools program, say) and which takes a minute there under software
+// emulation: the host runs it.
+func skipEmulatedKernelAgnostic(t *testing.T) {
+	t.Helper()
+	if os.Getenv("JAIL_TEST_EMULATED") != "" {
+		t.Skip("kernel-agnostic and slow under the VM's emulation: tested on the host")
+	}
+}
+
 // forEachMode runs f as a subtest per mode, each checked for leaks.
 func forEachMode(t *testing.T, f func(t *testing.T, m mode)) {
 	for _, m := range modes() {

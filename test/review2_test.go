@@ -415,6 +415,7 @@ func zstdRLELayer(t *testing.T, n int64) v1.Layer {
 // This keeps it so: what an import holds must not grow with what it
 // unpacks.
 func TestImageImportOfAZstdBombStaysSmall(t *testing.T) {
+	skipEmulatedKernelAgnostic(t)
 	forEachMode(t, func(t *testing.T, m mode) {
 		store := storeDir(t, m)
 		dir := sharedTempDir(t, rootless)
