@@ -190,7 +190,7 @@ func (cr *creation) run(b *Bundle, o CreateOptions, cgPath string) error {
 	state := &State{
 		ID: o.ID, Bundle: b.Path, Rootfs: p.Container.Rootfs, Pid: cr.init, StartTime: st.StartTime,
 		Created: time.Now().UTC(), Annotations: spec.Annotations, Cgroup: cr.cgroup, Owner: os.Geteuid(), Hooks: spec.Hooks,
-		Process: spec.Process, Seccomp: spec.Linux.Seccomp,
+		Process: spec.Process, Seccomp: p.Container.Seccomp, ProfileSeccomp: p.Container.ProfileSeccomp,
 	}
 	if err := cr.container.WriteState(state); err != nil {
 		return err
@@ -349,11 +349,11 @@ func (cr *creation) answer(conn *control.Conn, m control.Message, files []*os.Fi
 
 // setOOMScoreAdj gives the container's process (pid, this process's
 // descendant, not reaped) the bundle's oom_score_adj at create, as runc
-// does: a value below the process's own needs CAP_SYS_RESOURCE, and
-// without it create fails with a clear error, instead of the process at
-// start, where a pod sandbox's error goes nowhere. The process writes it
-// again at start (container.c); a raise this process could not write is
-// left to that.
+// does, through the host's /proc (the container's is its root's owner's to
+// arrange), and is the only one to: a value below the process's own needs
+// CAP_SYS_RESOURCE, and without it create fails with a clear error,
+// instead of the process at start, where a pod sandbox's error goes
+// nowhere.
 func setOOMScoreAdj(pid, value int) error {
 	path := fmt.Sprintf("/proc/%d/oom_score_adj", pid)
 	data, err := os.ReadFile(path)
@@ -371,12 +371,15 @@ func setOOMScoreAdj(pid, value int) error {
 			err = cerr
 		}
 	}
-	if err != nil && value < current {
+	if err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
-		return fmt.Errorf("process.oomScoreAdj %d: %v (lowering it from %d needs CAP_SYS_RESOURCE)", value, err, current)
+		if value < current {
+			return fmt.Errorf("process.oomScoreAdj %d: %v (lowering it from %d needs CAP_SYS_RESOURCE)", value, err, current)
+		}
+		return fmt.Errorf("process.oomScoreAdj %d: %v", value, err)
 	}
 	return nil
 }

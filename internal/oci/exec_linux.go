@@ -182,19 +182,9 @@ func (rt *Runtime) Exec(o ExecOptions) (int, error) {
 	for _, w := range warnings {
 		rt.Log.Warn(w)
 	}
-	c := config.Container{Process: process, ExecFifoFD: -1}
-	if op.state.Seccomp != nil {
-		if c.Seccomp, err = seccompCompiler()(op.state.Seccomp); err != nil {
-			return 0, fmt.Errorf("the container's seccomp filter: %w", err)
-		}
-	}
-	// The profile's filter too, as every process of the container has it
-	// (its masks are the container's mounts already).
-	if name, asked := op.state.Annotations[ProfileAnnotation]; asked {
-		if _, c.ProfileSeccomp, err = resolveAnnotated(name, rt.ResolveProfile); err != nil {
-			return 0, err
-		}
-	}
+	// The filters the container's process got (the profile's masks are
+	// the container's mounts already).
+	c := config.Container{Process: process, ExecFifoFD: -1, Seccomp: op.state.Seccomp, ProfileSeccomp: op.state.ProfileSeccomp}
 	ns, err := differentNamespaces(op.state.Pid)
 	if err != nil {
 		return 0, err

@@ -12,6 +12,8 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
+
+	"github.com/jail-sandbox/jail/seccomp/filter"
 )
 
 // File names in a container's state directory.
@@ -53,11 +55,15 @@ type State struct {
 	// Hooks are the bundle's, run at start (poststart) and delete
 	// (poststop).
 	Hooks *specs.Hooks `json:"hooks,omitempty"`
-	// Process and Seccomp are the bundle's as created: what an exec
-	// starts from (its defaults, and the filter every process of the
-	// container has). Changes to config.json afterwards change nothing.
-	Process *specs.Process      `json:"process,omitempty"`
-	Seccomp *specs.LinuxSeccomp `json:"seccomp,omitempty"`
+	// Process is the bundle's as created: what an exec starts from.
+	// Changes to config.json afterwards change nothing.
+	Process *specs.Process `json:"process,omitempty"`
+	// Seccomp and ProfileSeccomp are the filters create compiled (the
+	// bundle's, and the jail profile's its annotation named), which every
+	// process exec starts gets as the container's process did: neither
+	// the policy nor the profile's file is read again.
+	Seccomp        filter.Filter `json:"seccomp"`
+	ProfileSeccomp filter.Filter `json:"profile_seccomp"`
 }
 
 // Store is the root of the containers' states (--root).

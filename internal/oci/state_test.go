@@ -105,16 +105,7 @@ func TestStoreRefusesARootOthersMayWrite(t *testing.T) {
 // TestStateNamingAnotherContainerIsRefused: a state.json moved from one
 // container's directory to another's is not believed.
 func TestStateNamingAnotherContainerIsRefused(t *testing.T) {
-	s, err := OpenStore(t.TempDir(), true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	c, err := s.Create("a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	_, c := newStoredContainer(t, "a")
 	if err := c.WriteState(&State{ID: "b"}); err != nil {
 		t.Fatal(err)
 	}
@@ -124,16 +115,7 @@ func TestStateNamingAnotherContainerIsRefused(t *testing.T) {
 }
 
 func TestLockIsExclusive(t *testing.T) {
-	s, err := OpenStore(t.TempDir(), true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	c, err := s.Create("a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	_, c := newStoredContainer(t, "a")
 	other, err := os.Open(c.Path())
 	if err != nil {
 		t.Fatal(err)
@@ -328,16 +310,7 @@ func TestAStateDirectoryThatIsALinkIsRefused(t *testing.T) {
 // TestAnExecFifoReplacedIsNotOpened: start opens exec.fifo only if it is
 // a FIFO, never through a link.
 func TestAnExecFifoReplacedIsNotOpened(t *testing.T) {
-	s, err := OpenStore(t.TempDir(), true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	c, err := s.Create("box")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	_, c := newStoredContainer(t, "box")
 	target := filepath.Join(t.TempDir(), "fifo")
 	if err := unix.Mkfifo(target, 0o600); err != nil {
 		t.Fatal(err)
@@ -360,4 +333,21 @@ func TestAnExecFifoReplacedIsNotOpened(t *testing.T) {
 		f.Close()
 		t.Error("opened a regular file")
 	}
+}
+
+// newStoredContainer makes a store in a directory of the test's and the
+// state directory of container id in it, both closed when the test ends.
+func newStoredContainer(t *testing.T, id string) (*Store, *Container) {
+	t.Helper()
+	s, err := OpenStore(t.TempDir(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	c, err := s.Create(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return s, c
 }

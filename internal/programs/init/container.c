@@ -18,7 +18,9 @@
  *     directory's owner can open;
  *  6. once started: rlimits, groups and ids, capabilities, no_new_privs,
  *     the bundle's filter, the working directory, execve (oom_score_adj is
- *     set before 4, through the host's /proc).
+ *     jail oci create's to set, through the host's /proc, once the role
+ *     reports this process: it has the privilege to lower it and says so
+ *     when it cannot).
  * Nothing of the container runs before 6, and the role keeps no descriptor
  * of the host but stdio past its exec (all are close-on-exec).
  */
@@ -557,10 +559,10 @@ static int container_pty(int *master, int *tty, struct failure *f)
 	return 0;
 }
 
-/* container_oom_score_adj sets the process's oom_score_adj, inherited by
- * what it forks and across its exec. It is called while /proc is the
- * host's (before the root is pivoted to, or the container's mount
- * namespace joined): the container's /proc is the root's owner's to
+/* container_oom_score_adj sets the enter role's oom_score_adj (a created
+ * container's is set by jail oci create), inherited by what it forks and
+ * across its exec. It is called while /proc is the host's (before the
+ * container's mount namespace is joined): the container's /proc is the root's owner's to
  * arrange (without a proc mount, /proc/self could be a link to another
  * file, or into a host /proc bound into the root), and the write, by a
  * process that may still lower the value, must reach this process's own
@@ -676,7 +678,7 @@ static _Noreturn void container_init(const struct container *c, int go, bool in_
 		fail_errno(&f, "setsid", NULL);
 		goto failed;
 	}
-	if (container_oom_score_adj(&c->process, &f) != 0 || container_root(c, in_userns, &f) != 0)
+	if (container_root(c, in_userns, &f) != 0)
 		goto failed;
 	int master = -1, tty = -1;
 	if (c->process.terminal && container_pty(&master, &tty, &f) != 0)
