@@ -174,11 +174,16 @@ func (rt *Runtime) Exec(o ExecOptions) (int, error) {
 	case !proc.Terminal && o.ConsoleSocket != "":
 		return 0, errors.New("--console-socket needs a terminal (--tty, or process.terminal)")
 	}
+	labelWarnings, err := selinuxLabels(nil, "", proc.SelinuxLabel)
+	if err != nil {
+		return 0, err
+	}
 	lastCap, err := readCapLastCap()
 	if err != nil {
 		return 0, err
 	}
 	process, warnings := translateProcess(proc, lastCap)
+	warnings = append(labelWarnings, warnings...)
 	for _, w := range warnings {
 		rt.Log.Warn(w)
 	}

@@ -306,6 +306,50 @@ func TestTranslateJoinedUTSKeepsItsNames(t *testing.T) {
 	}
 }
 
+// TestTranslateSELinuxLabels: jail applies no SELinux label, so a
+// bundle's label is refused where the host enforces SELinux (the
+// container would be less confined than asked) and ignored with a
+// warning where it does not (it means nothing there).
+func TestTranslateSELinuxLabels(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		mount, process string
+		selinux        bool
+		err            string
+		warnings       int
+	}{
+		{"no labels on an SELinux host", "", "", true, "", 0},
+		{"mount label, no SELinux", "system_u:object_r:container_file_t:s0", "", false, "", 1},
+		{"both labels, no SELinux", "system_u:object_r:container_file_t:s0", "system_u:system_r:container_t:s0", false, "", 2},
+		{"mount label on an SELinux host", "system_u:object_r:container_file_t:s0", "", true, "oci: linux.mountLabel: this host enforces SELinux labels and jail does not apply them", 0},
+		{"process label on an SELinux host", "", "system_u:system_r:container_t:s0", true, "oci: process.selinuxLabel: this host enforces SELinux labels and jail does not apply them", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := baseSpec()
+			spec.Linux.MountLabel, spec.Process.SelinuxLabel = tc.mount, tc.process
+			p, err := translateBundle(t, spec, TranslateOptions{SELinuxEnabled: func() bool { return tc.selinux }})
+			if tc.err != "" {
+				if err == nil || err.Error() != tc.err {
+					t.Fatalf("error %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, w := range p.Warnings {
+				if strings.Contains(w, "SELinux") {
+					n++
+				}
+			}
+			if n != tc.warnings {
+				t.Errorf("warnings %q, want %d about SELinux", p.Warnings, tc.warnings)
+			}
+		})
+	}
+}
+
 func TestTranslateSeccomp(t *testing.T) {
 	spec := baseSpec()
 	spec.Linux.Seccomp = &specs.LinuxSeccomp{DefaultAction: specs.ActAllow}

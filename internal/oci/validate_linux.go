@@ -121,7 +121,6 @@ func validateProcess(p *specs.Process) error {
 	}
 	for name, set := range map[string]bool{
 		"process.apparmorProfile": p.ApparmorProfile != "",
-		"process.selinuxLabel":    p.SelinuxLabel != "",
 		"process.scheduler":       p.Scheduler != nil,
 		"process.ioPriority":      p.IOPriority != nil,
 		"process.execCPUAffinity": p.ExecCPUAffinity != nil,
@@ -374,7 +373,6 @@ func validateLinuxUnsupported(l *specs.Linux) error {
 		"linux.memoryPolicy": l.MemoryPolicy != nil,
 		"linux.timeOffsets":  len(l.TimeOffsets) > 0,
 		"linux.netDevices":   len(l.NetDevices) > 0,
-		"linux.mountLabel":   l.MountLabel != "",
 	} {
 		if set {
 			return fmt.Errorf("oci: %s is not supported", name)
