@@ -75,7 +75,7 @@ fuzz:
 # tests again under Linux 6.12 when /boot has it. Why one retry, the soft
 # lockup panic and the one-CPU 6.12 guest: docs/testing.md.
 VM_RUN ?= $(CURDIR)/../shared/tools/vm-cgroup2/run.sh
-VM_PACKAGES := qemu-system-x86 linux-image-amd64 cpio xz-utils
+VM_PACKAGES := qemu-system-x86 linux-image-amd64 cpio xz-utils apparmor
 VM_STOCK_KERNEL = /boot/vmlinuz-$(shell dpkg-query -W -f='$${Depends}' linux-image-amd64 2>/dev/null | sed -n 's/^linux-image-\([^ ,]*\).*/\1/p')
 VM_612_KERNEL = $(shell ls -1 /boot/vmlinuz-6.12.* 2>/dev/null | sort -V | tail -n1)
 test-cgroup2:

@@ -144,7 +144,6 @@ func TestOCICreateRefusesBundlesJailCannotRealise(t *testing.T) {
 			s.Hostname = "box"
 			s.Linux.Namespaces = []specs.LinuxNamespace{{Type: "mount"}}
 		}, "unable to set hostname without a private UTS namespace"},
-		{"apparmor", func(s *specs.Spec) { s.Process.ApparmorProfile = "docker-default" }, "process.apparmorProfile is not supported"},
 		{"intelRdt", func(s *specs.Spec) { s.Linux.IntelRdt = &specs.LinuxIntelRdt{ClosID: "x"} }, "linux.intelRdt is not supported"},
 		{"seccomp notify", func(s *specs.Spec) {
 			s.Linux.Seccomp = &specs.LinuxSeccomp{DefaultAction: specs.ActAllow, ListenerPath: "/run/agent.sock"}

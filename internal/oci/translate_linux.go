@@ -39,6 +39,9 @@ type TranslateOptions struct {
 	// SELinuxEnabled says whether this host labels with SELinux; nil
 	// asks the host (selinuxEnabled).
 	SELinuxEnabled func() bool
+	// AppArmorEnabled says whether this host confines with AppArmor; nil
+	// asks the host (appArmorEnabled).
+	AppArmorEnabled func() bool
 }
 
 // ProfileResolver finds the named jail profile and its compiled filter.
@@ -144,6 +147,9 @@ func Translate(b *Bundle, opts TranslateOptions) (*Prepared, error) {
 	}
 	labelWarnings, err := selinuxLabels(opts.SELinuxEnabled, spec.Linux.MountLabel, spec.Process.SelinuxLabel)
 	if err != nil {
+		return nil, err
+	}
+	if err := appArmorUsable(opts.AppArmorEnabled, spec.Process.ApparmorProfile); err != nil {
 		return nil, err
 	}
 	p.Warnings = append(p.Warnings, labelWarnings...)
@@ -416,6 +422,7 @@ func translateProcess(p *specs.Process, lastCap uint) (config.ContainerProcess, 
 		AdditionalGIDs:  p.User.AdditionalGids,
 		NoNewPrivileges: p.NoNewPrivileges,
 		Terminal:        p.Terminal,
+		AppArmorProfile: p.ApparmorProfile,
 	}
 	if p.User.Umask != nil {
 		out.SetUmask, out.Umask = true, *p.User.Umask
@@ -526,4 +533,27 @@ func selinuxEnabled() bool {
 		return false
 	}
 	return uint32(st.Type) == unix.SELINUX_MAGIC
+}
+
+// appArmorUsable refuses a profile where AppArmor is not enabled, as runc
+// does: the process would run unconfined where its author asked for a
+// profile. Whether the profile is loaded the kernel says at the write.
+func appArmorUsable(enabled func() bool, profile string) error {
+	if profile == "" {
+		return nil
+	}
+	if enabled == nil {
+		enabled = appArmorEnabled
+	}
+	if !enabled() {
+		return fmt.Errorf("oci: process.apparmorProfile %q: AppArmor is not enabled on this host", profile)
+	}
+	return nil
+}
+
+// appArmorEnabled says whether AppArmor confines processes here, as
+// libapparmor's aa_is_enabled decides it first: the module says so.
+func appArmorEnabled() bool {
+	b, err := os.ReadFile("/sys/module/apparmor/parameters/enabled")
+	return err == nil && len(b) > 0 && b[0] == 'Y'
 }

@@ -350,6 +350,29 @@ func TestTranslateSELinuxLabels(t *testing.T) {
 	}
 }
 
+// TestTranslateAppArmor: a profile reaches the process where the host
+// confines with AppArmor and is refused with one line where it does not
+// (the process would run unconfined).
+func TestTranslateAppArmor(t *testing.T) {
+	spec := baseSpec()
+	spec.Process.ApparmorProfile = "cri-containerd.apparmor.d"
+	p, err := translateBundle(t, spec, TranslateOptions{AppArmorEnabled: func() bool { return true }})
+	if err != nil {
+		t.Fatalf("enabled: %v", err)
+	}
+	if p.Container.Process.AppArmorProfile != "cri-containerd.apparmor.d" {
+		t.Errorf("enabled: profile %q", p.Container.Process.AppArmorProfile)
+	}
+	_, err = translateBundle(t, spec, TranslateOptions{AppArmorEnabled: func() bool { return false }})
+	if err == nil || err.Error() != `oci: process.apparmorProfile "cri-containerd.apparmor.d": AppArmor is not enabled on this host` {
+		t.Errorf("not enabled: %v", err)
+	}
+	spec.Process.ApparmorProfile = ""
+	if _, err := translateBundle(t, spec, TranslateOptions{AppArmorEnabled: func() bool { t.Error("asked the host without a profile"); return false }}); err != nil {
+		t.Error(err)
+	}
+}
+
 func TestTranslateSeccomp(t *testing.T) {
 	spec := baseSpec()
 	spec.Linux.Seccomp = &specs.LinuxSeccomp{DefaultAction: specs.ActAllow}
