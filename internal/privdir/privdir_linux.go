@@ -370,26 +370,51 @@ func ReadFile(dir *os.File, file string, max int64, owners ...int) ([]byte, erro
 // over file. A reader sees the old file or all of the new one, and a
 // writer killed at any moment leaves no partial file: the kernel frees an
 // unnamed one. Only a kill between the link and the rename of a
-// replacement can leave a (complete) temporary name. On a file system
-// without O_TMPFILE the data is written under the fresh name instead.
+// replacement can leave a (complete) temporary name. No descriptor open
+// for writing remains once the file has a name: a program written here is
+// executed at once by another process (an open writer fails its exec with
+// ETXTBSY). On a file system without O_TMPFILE, or where the unnamed file
+// cannot be reopened read-only, the data is written under the fresh name
+// instead.
 func WriteFile(dirfd int, file, tmpPrefix string, data []byte, perm uint32) error {
-	fd, err := unix.Openat(dirfd, ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	return writeFile(dirfd, file, tmpPrefix, data, perm, nil)
+}
+
+// writeFile is WriteFile; named, when not nil, is called as file gets
+// its new content (for tests).
+func writeFile(dirfd int, file, tmpPrefix string, data []byte, perm uint32, named func()) error {
+	// Readable by its owner while unnamed: reopened read-only below.
+	wfd, err := unix.Openat(dirfd, ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o600)
 	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EISDIR) {
 		return writeFileNamed(dirfd, file, tmpPrefix, data, perm)
 	}
 	if err != nil {
 		return err
 	}
-	w := os.NewFile(uintptr(fd), file)
-	defer w.Close()
+	w := os.NewFile(uintptr(wfd), file)
 	if _, err := w.Write(data); err != nil {
+		w.Close()
 		return err
 	}
+	// The write side is closed before the file gets a name: the link
+	// is made from a read-only descriptor of the same file.
+	fd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(wfd), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if cerr := w.Close(); err == nil && cerr != nil {
+		unix.Close(fd)
+		return cerr
+	}
+	if err != nil {
+		return writeFileNamed(dirfd, file, tmpPrefix, data, perm)
+	}
+	defer unix.Close(fd)
 	if err := unix.Fchmod(fd, perm); err != nil {
 		return err
 	}
 	err = linkUnnamed(fd, dirfd, file)
 	if !errors.Is(err, unix.EEXIST) {
+		if err == nil && named != nil {
+			named()
+		}
 		return err
 	}
 	tmp, err := freshName(tmpPrefix)
@@ -402,6 +427,9 @@ func WriteFile(dirfd int, file, tmpPrefix string, data []byte, perm uint32) erro
 	if err := unix.Renameat(dirfd, tmp, dirfd, file); err != nil {
 		_ = unix.Unlinkat(dirfd, tmp, 0)
 		return err
+	}
+	if named != nil {
+		named()
 	}
 	return nil
 }

@@ -234,3 +234,109 @@ func TestWriteFileKilledLeavesNothingPartial(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteFileNamesNoFileOpenForWriting: the moment a program written by
+// WriteFile has its name, new or replaced, another process can execute
+// it: no descriptor open for writing remains (the kernel fails the exec
+// of a file open for writing with ETXTBSY; jail writes its helper program
+// where a concurrent jail executes it).
+func TestWriteFileNamesNoFileOpenForWriting(t *testing.T) {
+	program, err := os.ReadFile("/bin/true")
+	if err != nil {
+		t.Skip(err)
+	}
+	dir := t.TempDir()
+	d, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for _, tc := range []string{"new", "replaced"} {
+		t.Run(tc, func(t *testing.T) {
+			ran := false
+			err := writeFile(int(d.Fd()), "prog", ".tmp-", program, 0o555, func() {
+				ran = true
+				if err := exec.Command(filepath.Join(dir, "prog")).Run(); err != nil {
+					t.Errorf("executed as it got its name: %v", err)
+				}
+			})
+			if err != nil || !ran {
+				t.Fatalf("write: %v (named called: %v)", err, ran)
+			}
+		})
+	}
+}
+
+// TestWriteFileReplacesWhatIsAtTheName: a symlink or a hard link planted
+// at the name is replaced, never written through (the file it leads to
+// keeps its content), as it was when the data went to a temporary name.
+func TestWriteFileReplacesWhatIsAtTheName(t *testing.T) {
+	outside := filepath.Join(t.TempDir(), "outside")
+	for _, plant := range []struct {
+		name string
+		make func(at string) error
+	}{
+		{"symlink", func(at string) error { return os.Symlink(outside, at) }},
+		{"dangling symlink", func(at string) error { return os.Symlink(outside+"-absent", at) }},
+		{"hard link", func(at string) error { return os.Link(outside, at) }},
+	} {
+		t.Run(plant.name, func(t *testing.T) {
+			if err := os.WriteFile(outside, []byte("untouched"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			if err := plant.make(filepath.Join(dir, "file")); err != nil {
+				t.Fatal(err)
+			}
+			d, err := os.Open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			if err := WriteFile(int(d.Fd()), "file", ".tmp-", []byte("new"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var st unix.Stat_t
+			got, _ := os.ReadFile(filepath.Join(dir, "file"))
+			if err := unix.Lstat(filepath.Join(dir, "file"), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 || string(got) != "new" {
+				t.Errorf("the name holds %q (mode %#o, %d links), %v", got, st.Mode, st.Nlink, err)
+			}
+			if b, _ := os.ReadFile(outside); string(b) != "untouched" {
+				t.Errorf("written through the planted %s: %q", plant.name, b)
+			}
+		})
+	}
+}
+
+// TestWriteFileFullDiskLeavesNothing: a write that does not fit leaves no
+// file, named or not, and the old file as it was.
+func TestWriteFileFullDiskLeavesNothing(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounts a small tmpfs")
+	}
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=64k"); err != nil {
+		t.Skip(err)
+	}
+	defer unix.Unmount(dir, unix.MNT_DETACH)
+	d, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := WriteFile(int(d.Fd()), "file", ".tmp-", []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFile(int(d.Fd()), "file", ".tmp-", bytes.Repeat([]byte{'x'}, 1<<20), 0o644); !errors.Is(err, unix.ENOSPC) {
+		t.Errorf("a write larger than the file system: %v, want ENOSPC", err)
+	}
+	entries, _ := os.ReadDir(dir)
+	got, _ := os.ReadFile(filepath.Join(dir, "file"))
+	if len(entries) != 1 || string(got) != "old" {
+		t.Errorf("left %v, the file holds %q", entries, got)
+	}
+	var sf unix.Statfs_t
+	if err := unix.Fstatfs(int(d.Fd()), &sf); err != nil || sf.Bfree != sf.Blocks-1 {
+		t.Errorf("blocks %d free of %d (want all but the old file's), %v", sf.Bfree, sf.Blocks, err)
+	}
+}
