@@ -68,6 +68,12 @@ func execProcess(o ExecOptions, base *specs.Process) (*specs.Process, error) {
 		if err := json.Unmarshal(data, &p); err != nil {
 			return nil, fmt.Errorf("--process %s: %w", o.ProcessFile, err)
 		}
+		// A process that names no AppArmor profile runs under the
+		// container's, as runc's exec runs it: not unconfined in a
+		// confined container (containerd's shim always passes --process).
+		if p.ApparmorProfile == "" && base != nil {
+			p.ApparmorProfile = base.ApparmorProfile
+		}
 		return &p, nil
 	}
 	if len(o.Args) == 0 {
