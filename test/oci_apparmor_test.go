@@ -1,9 +1,11 @@
 package test
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -120,6 +122,21 @@ func TestOCIAppArmorProfile(t *testing.T) {
 		t.Errorf("exec under a profile not loaded: %d %q", r.code, r.stderr)
 	}
 
+	// --process without a profile: the process takes the container's,
+	// as runc's exec does (containerd's shim always passes --process).
+	processFile := filepath.Join(sharedTempDir(t, nil), "process.json")
+	processJSON, err := json.Marshal(specs.Process{Args: []string{"cat", "/proc/self/attr/apparmor/current"}, Cwd: "/", Env: spec.Process.Env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(processFile, processJSON, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = jail(t, m, "oci", "--root", root, "exec", "--process", processFile, "box")
+	if r.code != 0 || r.stdout != "jail-test-confined (enforce)\n" {
+		t.Errorf("an exec'd --process without a profile: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+
 	// A profile that is not loaded fails create, naming it.
 	spec.Process.ApparmorProfile = "jail-test-absent"
 	root2, bundle2 := ociOwnBundle(t, m, spec, nil, nil)
@@ -130,18 +147,87 @@ func TestOCIAppArmorProfile(t *testing.T) {
 	jail(t, m, "oci", "--root", root2, "delete", "--force", "box2")
 
 	// A file bound over the container's /proc/self/attr/apparmor/exec
-	// (the process's own, not procfs's) is refused, not written.
+	// cannot take the write elsewhere: not a file of the host's, and not
+	// a procfs file that takes any write (a sysctl, /proc/self/sched),
+	// which passes a check that the file is procfs's. The container
+	// either fails to start or runs confined; the file is not written.
 	spec.Process.ApparmorProfile = "jail-test-confined"
 	decoy := filepath.Join(sharedTempDir(t, nil), "exec")
 	if err := os.WriteFile(decoy, []byte("untouched\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	spec.Mounts = append(spec.Mounts, specs.Mount{Destination: "/proc/self/attr/apparmor/exec", Type: "bind", Source: decoy, Options: []string{"bind", "rw"}})
-	root3, bundle3 := ociOwnBundle(t, m, spec, nil, nil)
-	r = jail(t, m, "oci", "--root", root3, "create", "--bundle", bundle3, "box3")
-	jail(t, m, "oci", "--root", root3, "delete", "--force", "box3")
-	written, _ := os.ReadFile(decoy)
-	if r.code == 0 || string(written) != "untouched\n" {
-		t.Errorf("a bind over attr/apparmor/exec: create %d %q, the bound file holds %q", r.code, r.stderr, written)
+	mounts := spec.Mounts
+	for i, source := range []string{decoy, "/proc/sys/kernel/domainname", "/proc/self/sched"} {
+		if _, err := os.Stat(source); err != nil {
+			continue // no /proc/self/sched without CONFIG_SCHED_DEBUG
+		}
+		id := "box" + strconv.Itoa(3+i)
+		spec.Mounts = append(mounts[:len(mounts):len(mounts)], specs.Mount{Destination: "/proc/self/attr/apparmor/exec", Type: "bind", Source: source, Options: []string{"bind", "rw"}})
+		root3, bundle3 := ociOwnBundle(t, m, spec, nil, nil)
+		// Its output to a file: a created init holds it open.
+		pidFile, out := filepath.Join(bundle3, "pid"), filepath.Join(bundle3, "out")
+		cmd := command(m, "oci", "--root", root3, "create", "--bundle", bundle3, "--pid-file", pidFile, id)
+		outFile, err := os.Create(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stdout, cmd.Stderr = outFile, outFile
+		err = cmd.Run()
+		outFile.Close()
+		if err == nil {
+			pidBytes, _ := os.ReadFile(pidFile)
+			pid := strings.TrimSpace(string(pidBytes))
+			if r := jail(t, m, "oci", "--root", root3, "start", id); r.code != 0 {
+				t.Errorf("a bind of %s over attr/apparmor/exec: start %d %q", source, r.code, r.stderr)
+			}
+			waitFor(t, 10*time.Second, "the process's exec", func() bool {
+				comm, _ := os.ReadFile(filepath.Join("/proc", pid, "comm"))
+				return strings.TrimSpace(string(comm)) == "sleep"
+			})
+			if got, _ := os.ReadFile(filepath.Join("/proc", pid, "attr", "apparmor", "current")); string(got) != "jail-test-confined (enforce)\n" {
+				t.Errorf("a bind of %s over attr/apparmor/exec: the container's process runs under %q", source, got)
+			}
+		}
+		jail(t, m, "oci", "--root", root3, "delete", "--force", id)
+	}
+	spec.Mounts = mounts
+	if written, _ := os.ReadFile(decoy); string(written) != "untouched\n" {
+		t.Errorf("a bind over attr/apparmor/exec: the bound file holds %q", written)
+	}
+
+	// In a user namespace of its own the process is confined the same:
+	// the request, made before the namespaces, reaches it across them.
+	spec.Linux.Namespaces = append(spec.Linux.Namespaces, specs.LinuxNamespace{Type: "user"})
+	spec.Linux.UIDMappings = []specs.LinuxIDMapping{{ContainerID: 0, HostID: 200000, Size: 65536}}
+	spec.Linux.GIDMappings = []specs.LinuxIDMapping{{ContainerID: 0, HostID: 200000, Size: 65536}}
+	root4, bundle4 := ociOwnBundle(t, m, spec, nil, nil)
+	out4, err := os.Create(filepath.Join(bundle4, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := command(m, "oci", "--root", root4, "create", "--bundle", bundle4, "--pid-file", filepath.Join(bundle4, "pid"), "box6")
+	cmd.Stdout, cmd.Stderr = out4, out4
+	err = cmd.Run()
+	out4.Close()
+	defer jail(t, m, "oci", "--root", root4, "delete", "--force", "box6")
+	if err != nil {
+		b, _ := os.ReadFile(out4.Name())
+		t.Fatalf("create in a user namespace: %v: %s", err, b)
+	}
+	pidBytes, _ := os.ReadFile(filepath.Join(bundle4, "pid"))
+	pid = strings.TrimSpace(string(pidBytes))
+	if r := jail(t, m, "oci", "--root", root4, "start", "box6"); r.code != 0 {
+		t.Fatalf("start in a user namespace: %d %q", r.code, r.stderr)
+	}
+	waitFor(t, 10*time.Second, "the process's exec", func() bool {
+		comm, _ := os.ReadFile(filepath.Join("/proc", pid, "comm"))
+		return strings.TrimSpace(string(comm)) == "sleep"
+	})
+	if got, _ := os.ReadFile(filepath.Join("/proc", pid, "attr", "apparmor", "current")); string(got) != "jail-test-confined (enforce)\n" {
+		t.Errorf("in a user namespace, the container's process is confined by %q", got)
+	}
+	r = jail(t, m, "oci", "--root", root4, "exec", "box6", "cat", "/proc/self/attr/apparmor/current")
+	if r.code != 0 || r.stdout != "jail-test-confined (enforce)\n" {
+		t.Errorf("in a user namespace, an exec'd process: %d %q %q", r.code, r.stdout, r.stderr)
 	}
 }

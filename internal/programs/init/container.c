@@ -592,11 +592,16 @@ static int container_oom_score_adj(const struct container_process *p, struct fai
 
 /* container_apparmor asks that the process be executed under the bundle's
  * AppArmor profile ("exec NAME" to its own attr file: the kernel applies
- * it at the execve). It is written before no_new_privs, ids and filters,
- * as runc does, and through /proc/self, checked to be procfs's, like
- * oom_score_adj: a write reaching another file would run the process
- * unconfined, and the kernel refuses a write to another task's attr. A
- * profile that is not loaded fails the write (ENOENT). */
+ * it at the next execve, and a fork inherits it). It is written by the
+ * role, before it joins or makes any namespace, while /proc is the host's:
+ * the container's /proc is its mounts' (the bundle's, or in a running
+ * container its processes'), and a procfs file that takes any write (a
+ * sysctl, /proc/self/sched) bound over attr/apparmor/exec passes the
+ * procfs check below and would leave the process unconfined. The role
+ * forks the process, which keeps the request until its exec (nothing
+ * between is executed). The file is checked to be procfs's all the same.
+ * The kernel refuses a write to another task's attr; a profile that is
+ * not loaded fails the write (ENOENT). */
 static int container_apparmor(const struct container_process *p, struct failure *f)
 {
 	if (p->apparmor_profile == NULL || p->apparmor_profile[0] == '\0')
@@ -726,10 +731,6 @@ static _Noreturn void container_init(const struct container *c, int go, bool in_
 	}
 	if (container_root(c, in_userns, &f) != 0)
 		goto failed;
-	/* Before created, so that create fails on a profile not loaded, as
-	 * runc's does; the kernel keeps it for the next execve. */
-	if (container_apparmor(&c->process, &f) != 0)
-		goto failed;
 	int master = -1, tty = -1;
 	if (c->process.terminal && container_pty(&master, &tty, &f) != 0)
 		goto failed;
@@ -856,6 +857,10 @@ static int container_main(void)
 	bool in_userns = (c->new & CLONE_NEWUSER) != 0;
 	for (size_t i = 0; i < c->njoin; i++)
 		in_userns = in_userns || c->join[i].type == CLONE_NEWUSER;
+	/* Inherited by the init it forks, before created: create fails on a
+	 * profile not loaded, as runc's does. */
+	if (container_apparmor(&c->process, &f) != 0)
+		goto failed;
 	if (join_namespaces(c, true, &f) != 0)
 		goto failed;
 	if (c->new & CLONE_NEWUSER) {
@@ -909,10 +914,6 @@ static _Noreturn void entered_process(const struct container *c, int gate, bool 
 			_exit(1);
 		}
 	}
-	if (container_apparmor(&c->process, &f) != 0) {
-		report_failure(CONTROL_FD, &f, 0);
-		_exit(1);
-	}
 	struct report created = {.kind = "created"};
 	if (send_report(CONTROL_FD, &created, &master, master >= 0 ? 1 : 0) != 0)
 		_exit(1);
@@ -949,7 +950,7 @@ static int enter_main(void)
 	}
 	bool in_userns = (c->join[0].type & CLONE_NEWUSER) != 0;
 	/* Inherited by the process it forks. */
-	if (container_oom_score_adj(&c->process, &f) != 0)
+	if (container_oom_score_adj(&c->process, &f) != 0 || container_apparmor(&c->process, &f) != 0)
 		goto failed;
 	if (setns(c->join[0].fd, (int)c->join[0].type) != 0) {
 		fail_errno(&f, "enter", "setns");
