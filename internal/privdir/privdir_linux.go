@@ -392,7 +392,12 @@ func writeFile(dirfd int, file, tmpPrefix string, data []byte, perm uint32, name
 		return err
 	}
 	w := os.NewFile(uintptr(wfd), file)
+	var wrote unix.Stat_t
 	if _, err := w.Write(data); err != nil {
+		w.Close()
+		return err
+	}
+	if err := unix.Fstat(wfd, &wrote); err != nil {
 		w.Close()
 		return err
 	}
@@ -407,6 +412,9 @@ func writeFile(dirfd int, file, tmpPrefix string, data []byte, perm uint32, name
 		return writeFileNamed(dirfd, file, tmpPrefix, data, perm)
 	}
 	defer unix.Close(fd)
+	if !sameFile(fd, wrote) {
+		return errors.New("/proc/self/fd reopened another file than the one written")
+	}
 	if err := unix.Fchmod(fd, perm); err != nil {
 		return err
 	}
@@ -432,6 +440,13 @@ func writeFile(dirfd int, file, tmpPrefix string, data []byte, perm uint32, name
 		named()
 	}
 	return nil
+}
+
+// sameFile says whether fd is the file st describes (a /proc that is not
+// this process's procfs could reopen another).
+func sameFile(fd int, st unix.Stat_t) bool {
+	var got unix.Stat_t
+	return unix.Fstat(fd, &got) == nil && got.Dev == st.Dev && got.Ino == st.Ino
 }
 
 // linkUnnamed gives the O_TMPFILE file fd the name name in dirfd. Linking
