@@ -67,8 +67,10 @@ func loadAppArmorProfile(t *testing.T, name, profile string) {
 // the kernel confines with AppArmor; a profile that is not loaded fails
 // create with its name, as runc's create does. Where AppArmor is not
 // enabled, create refuses the bundle with one line rather than run the
-// process unconfined, as runc does. A bind mount over the container's
-// /proc/self/attr cannot take the write elsewhere.
+// process unconfined, as runc does. Neither a bind mount over the
+// container's /proc/self/attr/apparmor/exec (of a host file, of a procfs
+// file that takes any write) nor the image's symlinks under /proc can
+// take the write elsewhere: it is made through the host's /proc.
 func TestOCIAppArmorProfile(t *testing.T) {
 	checkNoLeaks(t)
 	if os.Geteuid() != 0 {
@@ -187,10 +189,72 @@ func TestOCIAppArmorProfile(t *testing.T) {
 			if got, _ := os.ReadFile(filepath.Join("/proc", pid, "attr", "apparmor", "current")); string(got) != "jail-test-confined (enforce)\n" {
 				t.Errorf("a bind of %s over attr/apparmor/exec: the container's process runs under %q", source, got)
 			}
+			// An exec enters the container's mounts, the bind with them.
+			r := jail(t, m, "oci", "--root", root3, "exec", id, "cat", "/proc/self/attr/apparmor/current")
+			if r.code != 0 || r.stdout != "jail-test-confined (enforce)\n" {
+				t.Errorf("a bind of %s over attr/apparmor/exec: an exec'd process: %d %q %q", source, r.code, r.stdout, r.stderr)
+			}
 		}
 		jail(t, m, "oci", "--root", root3, "delete", "--force", id)
 	}
 	spec.Mounts = mounts
+
+	// Nor the image's symlinks: a bundle that mounts procfs at /proc2
+	// only, whose image's /proc/self is a directory leading fd to the
+	// real one (the exec FIFO is opened through it) and
+	// attr/apparmor/exec to a sysctl. Every process's /proc/self is that
+	// directory, an exec'd one's too.
+	symlinked := *spec
+	symlinked.Mounts = nil
+	for _, mnt := range mounts {
+		if mnt.Destination == "/proc" {
+			mnt.Destination = "/proc2"
+		}
+		symlinked.Mounts = append(symlinked.Mounts, mnt)
+	}
+	linux := *spec.Linux
+	linux.MaskedPaths, linux.ReadonlyPaths = nil, nil
+	symlinked.Linux = &linux
+	root5, bundle5 := ociOwnBundle(t, m, &symlinked, nil, func(rootfs string) {
+		self := filepath.Join(rootfs, "proc", "self")
+		if err := os.MkdirAll(filepath.Join(self, "attr", "apparmor"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("/proc2/self/fd", filepath.Join(self, "fd")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("/proc2/sys/kernel/domainname", filepath.Join(self, "attr", "apparmor", "exec")); err != nil {
+			t.Fatal(err)
+		}
+	})
+	out5, err := os.Create(filepath.Join(bundle5, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := command(m, "oci", "--root", root5, "create", "--bundle", bundle5, "--pid-file", filepath.Join(bundle5, "pid"), "box7")
+	cmd.Stdout, cmd.Stderr = out5, out5
+	err = cmd.Run()
+	out5.Close()
+	if err == nil {
+		pidBytes, _ := os.ReadFile(filepath.Join(bundle5, "pid"))
+		pid := strings.TrimSpace(string(pidBytes))
+		if r := jail(t, m, "oci", "--root", root5, "start", "box7"); r.code != 0 {
+			t.Errorf("image symlinks into procfs: start %d %q", r.code, r.stderr)
+		}
+		waitFor(t, 10*time.Second, "the process's exec", func() bool {
+			comm, _ := os.ReadFile(filepath.Join("/proc", pid, "comm"))
+			return strings.TrimSpace(string(comm)) == "sleep"
+		})
+		if got, _ := os.ReadFile(filepath.Join("/proc", pid, "attr", "apparmor", "current")); string(got) != "jail-test-confined (enforce)\n" {
+			t.Errorf("image symlinks into procfs: the container's process runs under %q", got)
+		}
+		r := jail(t, m, "oci", "--root", root5, "exec", "box7", "cat", "/proc2/self/attr/apparmor/current")
+		if r.code != 0 || r.stdout != "jail-test-confined (enforce)\n" {
+			t.Errorf("image symlinks into procfs: an exec'd process: %d %q %q", r.code, r.stdout, r.stderr)
+		}
+	}
+	jail(t, m, "oci", "--root", root5, "delete", "--force", "box7")
+
 	if written, _ := os.ReadFile(decoy); string(written) != "untouched\n" {
 		t.Errorf("a bind over attr/apparmor/exec: the bound file holds %q", written)
 	}
@@ -205,7 +269,7 @@ func TestOCIAppArmorProfile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := command(m, "oci", "--root", root4, "create", "--bundle", bundle4, "--pid-file", filepath.Join(bundle4, "pid"), "box6")
+	cmd = command(m, "oci", "--root", root4, "create", "--bundle", bundle4, "--pid-file", filepath.Join(bundle4, "pid"), "box6")
 	cmd.Stdout, cmd.Stderr = out4, out4
 	err = cmd.Run()
 	out4.Close()
