@@ -590,37 +590,48 @@ static int container_oom_score_adj(const struct container_process *p, struct fai
 	return err != 0 ? fail_errno(f, "oom_score_adj", NULL) : 0;
 }
 
-/* container_apparmor asks that the process be executed under the bundle's
- * AppArmor profile ("exec NAME" to its own attr file: the kernel applies
- * it at the next execve, and a fork inherits it). It is written by the
- * role, before it joins or makes any namespace, while /proc is the host's:
- * the container's /proc is its mounts' (the bundle's, or in a running
+/* apparmor_open opens the attr file through which the process asks to be
+ * executed under the bundle's AppArmor profile ("exec NAME" to its own
+ * attr/apparmor/exec, attr/exec before Linux 5.8: the kernel applies it
+ * at the next execve, and a fork inherits it), or leaves *fd at -1 when
+ * there is no profile. It is opened while /proc is the host's, before the
+ * bundle's mounts (or the enter role's setns): the container's /proc is
+ * its mounts' (the bundle's, its image's symlinks, or in a running
  * container its processes'), and a procfs file that takes any write (a
- * sysctl, /proc/self/sched) bound over attr/apparmor/exec passes the
- * procfs check below and would leave the process unconfined. The role
- * forks the process, which keeps the request until its exec (nothing
- * between is executed). The file is checked to be procfs's all the same.
- * The kernel refuses a write to another task's attr; a profile that is
- * not loaded fails the write (ENOENT). */
-static int container_apparmor(const struct container_process *p, struct failure *f)
+ * sysctl, /proc/self/sched) bound or linked there passes the procfs check
+ * below and would leave the process unconfined. The file is checked to be
+ * procfs's all the same; the kernel refuses a write to another task's
+ * attr. */
+static int apparmor_open(const struct container_process *p, int *fd, struct failure *f)
 {
+	*fd = -1;
 	if (p->apparmor_profile == NULL || p->apparmor_profile[0] == '\0')
 		return 0;
 	static const char *const attrs[] = {"/proc/self/attr/apparmor/exec", "/proc/self/attr/exec"};
-	int fd = -1;
-	for (size_t i = 0; i < sizeof(attrs) / sizeof(attrs[0]) && fd < 0; i++) {
+	for (size_t i = 0; i < sizeof(attrs) / sizeof(attrs[0]) && *fd < 0; i++) {
 		struct open_how how = {.flags = O_WRONLY | O_CLOEXEC, .resolve = RESOLVE_NO_MAGICLINKS};
-		fd = (int)syscall(SYS_openat2, AT_FDCWD, attrs[i], &how, sizeof(how));
-		if (fd < 0 && errno != ENOENT)
+		*fd = (int)syscall(SYS_openat2, AT_FDCWD, attrs[i], &how, sizeof(how));
+		if (*fd < 0 && errno != ENOENT)
 			return fail_errno(f, "apparmor", attrs[i]);
 	}
-	if (fd < 0)
+	if (*fd < 0)
 		return fail(f, "apparmor", "this kernel has no attr/apparmor/exec or attr/exec in /proc/self");
 	struct statfs sf;
-	if (fstatfs(fd, &sf) != 0 || sf.f_type != PROC_SUPER_MAGIC) {
-		close(fd);
+	if (fstatfs(*fd, &sf) != 0 || sf.f_type != PROC_SUPER_MAGIC) {
+		close(*fd);
+		*fd = -1;
 		return fail(f, "apparmor", "/proc/self/attr is not procfs's");
 	}
+	return 0;
+}
+
+/* apparmor_write makes the request through fd (apparmor_open's, closed
+ * here; -1: none to make). A profile that is not loaded fails the write
+ * (ENOENT). */
+static int apparmor_write(int fd, const struct container_process *p, struct failure *f)
+{
+	if (fd < 0)
+		return 0;
 	char command[8 + 1024 + 1];
 	int err = format(command, sizeof(command), "exec %s", p->apparmor_profile);
 	if (err == 0) {
@@ -729,7 +740,16 @@ static _Noreturn void container_init(const struct container *c, int go, bool in_
 		fail_errno(&f, "setsid", NULL);
 		goto failed;
 	}
+	/* The AppArmor request's file, opened before the bundle's mounts;
+	 * written once the root is built (what the init runs before, such
+	 * as createContainer hooks, runs unconfined, as runc runs it) and
+	 * before created: create fails on a profile not loaded, as runc's. */
+	int apparmor = -1;
+	if (apparmor_open(&c->process, &apparmor, &f) != 0)
+		goto failed;
 	if (container_root(c, in_userns, &f) != 0)
+		goto failed;
+	if (apparmor_write(apparmor, &c->process, &f) != 0)
 		goto failed;
 	int master = -1, tty = -1;
 	if (c->process.terminal && container_pty(&master, &tty, &f) != 0)
@@ -857,10 +877,6 @@ static int container_main(void)
 	bool in_userns = (c->new & CLONE_NEWUSER) != 0;
 	for (size_t i = 0; i < c->njoin; i++)
 		in_userns = in_userns || c->join[i].type == CLONE_NEWUSER;
-	/* Inherited by the init it forks, before created: create fails on a
-	 * profile not loaded, as runc's does. */
-	if (container_apparmor(&c->process, &f) != 0)
-		goto failed;
 	if (join_namespaces(c, true, &f) != 0)
 		goto failed;
 	if (c->new & CLONE_NEWUSER) {
@@ -950,7 +966,9 @@ static int enter_main(void)
 	}
 	bool in_userns = (c->join[0].type & CLONE_NEWUSER) != 0;
 	/* Inherited by the process it forks. */
-	if (container_oom_score_adj(&c->process, &f) != 0 || container_apparmor(&c->process, &f) != 0)
+	int apparmor = -1;
+	if (container_oom_score_adj(&c->process, &f) != 0 || apparmor_open(&c->process, &apparmor, &f) != 0 ||
+	    apparmor_write(apparmor, &c->process, &f) != 0)
 		goto failed;
 	if (setns(c->join[0].fd, (int)c->join[0].type) != 0) {
 		fail_errno(&f, "enter", "setns");
