@@ -153,9 +153,12 @@ func TestOCICreateRefusesBundlesJailCannotRealise(t *testing.T) {
 			s.Linux.Namespaces = []specs.LinuxNamespace{{Type: "mount", Path: "/proc/1/ns/mnt"}}
 		}, "linux.namespaces: joining a mount namespace by path is not supported"},
 		{"host sysctl", func(s *specs.Spec) { s.Linux.Sysctl = map[string]string{"kernel.panic": "0"} }, `linux.sysctl: "kernel.panic" is not in a separate kernel namespace`},
-		{"createContainer hook", func(s *specs.Spec) {
-			s.Hooks = &specs.Hooks{CreateContainer: []specs.Hook{{Path: "/bin/true"}}}
-		}, "hooks.createContainer"},
+		{"too many createContainer hooks", func(s *specs.Spec) {
+			s.Hooks = &specs.Hooks{CreateContainer: make([]specs.Hook, 65)}
+			for i := range s.Hooks.CreateContainer {
+				s.Hooks.CreateContainer[i].Path = "/bin/true"
+			}
+		}, "hooks.createContainer: 65 hooks, at most 64"},
 		{"terminal without a console socket", func(s *specs.Spec) { s.Process.Terminal = true }, "process.terminal needs --console-socket"},
 	}
 	forEachMode(t, func(t *testing.T, m mode) {
