@@ -204,8 +204,16 @@ func TestOCIContainerHookFailuresFailCreateOrStart(t *testing.T) {
 			createErr: "jail: oci create: createContainer hook #0 (/bin/sh): timed out after 1s\n"},
 		{name: "createContainer is missing", hooks: specs.Hooks{CreateContainer: []specs.Hook{{Path: "/nonexistent/hook"}}},
 			createErr: "jail: oci create: createContainer hook #0 (/nonexistent/hook): exit status 127: exec: no such file or directory\n"},
+		// The process left holds the hook's output: create does not wait
+		// for its end.
 		{name: "createContainer leaves a process", noPidNS: true, hooks: specs.Hooks{CreateContainer: []specs.Hook{
-			{Path: "/bin/sh", Args: []string{"sh", "-c", "sleep 1000 >/dev/null 2>&1 & exit 0"}}}}},
+			{Path: "/bin/sh", Args: []string{"sh", "-c", "sleep 1000 & exit 0"}}}}},
+		{name: "createContainer floods its output", hooks: specs.Hooks{CreateContainer: []specs.Hook{
+			{Path: "/bin/sh", Args: []string{"sh", "-c", "yes flood | head -c 10000000; exit 2"}}}},
+			createErr: "jail: oci create: createContainer hook #0 (/bin/sh): exit status 2: flood flood flood"},
+		{name: "createContainer's arguments are too long", hooks: specs.Hooks{CreateContainer: []specs.Hook{
+			{Path: "/bin/true", Args: hugeArgs}}},
+			createErr: "jail: oci create: createContainer hook #0 (/bin/true): exit status 127: exec: argument list too long\n"},
 		{name: "startContainer fails", hooks: specs.Hooks{StartContainer: []specs.Hook{
 			{Path: "/bin/sh", Args: []string{"sh", "-c", "echo refused; exit 4"}}}},
 			startErr: "jail: oci start: startContainer hook #0 (/bin/sh): exit status 4: refused\n"},
@@ -237,7 +245,7 @@ func TestOCIContainerHookFailuresFailCreateOrStart(t *testing.T) {
 				t.Cleanup(func() { jail(t, m, "oci", "--root", root, "delete", "--force", "box") })
 				r := ociToFiles(t, m, bundle, "--root", root, "create", "--bundle", bundle, "box")
 				if c.createErr != "" {
-					if r.code != 1 || r.stderr != c.createErr {
+					if r.code != 1 || !strings.HasPrefix(r.stderr, c.createErr) || strings.Count(r.stderr, "\n") != 1 || len(r.stderr) > 1024 {
 						t.Errorf("create: status %d, stderr %q; want 1, %q", r.code, r.stderr, c.createErr)
 					}
 					expectOneLineFailure(t, jail(t, m, "oci", "--root", root, "state", "box"), "does not exist")
@@ -266,6 +274,16 @@ func TestOCIContainerHookFailuresFailCreateOrStart(t *testing.T) {
 }
 
 func intPtr(i int) *int { return &i }
+
+// hugeArgs are 3 MiB of arguments: within a bundle's 4 MiB, past what
+// execve takes.
+var hugeArgs = func() []string {
+	args := []string{"true"}
+	for i := 0; i < 24; i++ {
+		args = append(args, strings.Repeat("a", 128<<10-1))
+	}
+	return args
+}()
 
 // ociToFiles runs jail oci with args, its stdout and stderr to files in
 // dir (not pipes: a container created keeps create's, and a reader of a
