@@ -315,3 +315,46 @@ func ociToFiles(t *testing.T, m mode, dir string, args ...string) result {
 	r.stdout, r.stderr = string(o), string(e)
 	return r
 }
+
+// TestContainerdRunsContainerHooks: a bundle with createContainer and
+// startContainer hooks, as CDI's injected hooks reach jail oci through
+// containerd's shim (here given whole to ctr run --config): the first, a
+// host program, marks the container's /tmp before the pivot, the second,
+// the container's own shell, once started; the process sees both, and
+// nothing is left.
+func TestContainerdRunsContainerHooks(t *testing.T) {
+	checkNoLeaks(t)
+	c := startContainerd(t, nil)
+	rootfs, err := makeBusyboxRootfs(filepath.Join(c.dir, "hooked-rootfs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := ociDefaultSpec([]string{"sh", "-c", "cat /tmp/created /tmp/started"})
+	spec.Root.Path = rootfs
+	spec.Hooks = &specs.Hooks{
+		CreateContainer: []specs.Hook{{
+			Path: writeHook(t, filepath.Join(c.dir, "create-container.sh"), `echo "created by $(cat | grep -o '"id":"[^"]*"')" > "$1/tmp/created"`+"\n"),
+			Args: []string{"create-container.sh", rootfs}, Timeout: intPtr(10),
+		}},
+		StartContainer: []specs.Hook{{Path: "/bin/sh", Args: []string{"sh", "-c", "echo started in $(hostname) > /tmp/started"}, Timeout: intPtr(10)}},
+	}
+	data, err := json.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(c.dir, "hooked.json")
+	if err := os.WriteFile(config, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := append([]string{"run"}, c.runtimeFlags()...)
+	r := c.ctr(append(run, "--rm", "--config", config, "hooked")...)
+	if want := "created by \"id\":\"hooked\"\nstarted in oci\n"; r.code != 0 || r.stdout != want {
+		t.Errorf("ctr run: exit %d, stdout %q, stderr %q; want 0 and %q", r.code, r.stdout, r.stderr, want)
+	}
+	if left := strings.TrimSpace(c.ctr("containers", "list", "--quiet").stdout); left != "" {
+		t.Errorf("containers left: %s", left)
+	}
+	if states := c.states(containerdNamespace); len(states) != 0 {
+		t.Errorf("jail oci states left: %v", states)
+	}
+}
