@@ -222,6 +222,10 @@ func TestOCIContainerHookFailuresFailCreateOrStart(t *testing.T) {
 			startErr: "jail: oci start: startContainer hook #0 (/bin/sh): timed out after 1s\n"},
 		{name: "startContainer is a link out of the root", hooks: specs.Hooks{StartContainer: []specs.Hook{{Path: "/escape"}}},
 			startErr: "jail: oci start: startContainer hook #0 (/escape): exit status 127: exec: no such file or directory\n"},
+		// The init running it is still jail's helper: a hook of the image
+		// cannot reach its program (it is not dumpable).
+		{name: "startContainer is the init's program", hooks: specs.Hooks{StartContainer: []specs.Hook{{Path: "/proc/1/exe"}}},
+			startErr: "jail: oci start: startContainer hook #0 (/proc/1/exe): exit status 127: exec: permission denied\n"},
 	}
 	forEachMode(t, func(t *testing.T, m mode) {
 		if m.rootless {
