@@ -75,7 +75,7 @@ fuzz:
 # tests again under Linux 6.12 when /boot has it. Why one retry, the soft
 # lockup panic and the one-CPU 6.12 guest: docs/testing.md.
 VM_RUN ?= $(CURDIR)/../shared/tools/vm-cgroup2/run.sh
-VM_PACKAGES := qemu-system-x86 linux-image-amd64 cpio xz-utils
+VM_PACKAGES := qemu-system-x86 linux-image-amd64 cpio xz-utils apparmor
 VM_STOCK_KERNEL = /boot/vmlinuz-$(shell dpkg-query -W -f='$${Depends}' linux-image-amd64 2>/dev/null | sed -n 's/^linux-image-\([^ ,]*\).*/\1/p')
 VM_612_KERNEL = $(shell ls -1 /boot/vmlinuz-6.12.* 2>/dev/null | sort -V | tail -n1)
 test-cgroup2:
@@ -119,7 +119,7 @@ test-deps:
 # interleaved run (test/startbench: cold start on a busybox root and on the
 # default root, throughput two at a time; JSON in bin/bench-start.json),
 # then image unpacking beside umoci and the cost of --image.
-BENCH_PACKAGES := bubblewrap crun runc umoci bc busybox-static util-linux containerd
+BENCH_PACKAGES := bubblewrap crun runc umoci bc busybox-static util-linux containerd socat
 bench: build
 	@missing=""; for p in $(BENCH_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \

@@ -24,10 +24,10 @@ import (
 // docs/oci-conformance.md says why).
 var ociMustPass = []string{
 	"config_updates_without_affect", "create", "default", "delete_only_create_resources", "delete_resources",
-	"hostname", "kill", "kill_no_effect", "killsig",
+	"hooks_stdin", "hostname", "kill", "kill_no_effect", "killsig",
 	"linux_cgroups_cpus", "linux_cgroups_devices", "linux_cgroups_pids",
 	"linux_cgroups_relative_cpus", "linux_cgroups_relative_devices", "linux_cgroups_relative_pids",
-	"linux_devices", "linux_masked_paths", "linux_ns_nopath", "linux_ns_path_type", "linux_readonly_paths",
+	"linux_devices", "linux_masked_paths", "linux_mount_label", "linux_ns_nopath", "linux_ns_path_type", "linux_readonly_paths",
 	"linux_rootfs_propagation", "linux_seccomp", "linux_sysctl", "linux_uid_mappings",
 	"misc_props", "mounts", "poststop", "poststop_fail", "prestart_fail",
 	"process", "process_capabilities", "process_oom_score_adj", "process_rlimits_fail", "process_user",

@@ -138,6 +138,19 @@ const pauseScript = "trap 'exit 0' TERM INT; while :; do sleep 1000 & wait $!; d
 func TestCRIRunsAPodWithTheJailHandler(t *testing.T) {
 	checkNoLeaks(t)
 	crictlBin := buildCrictl(t)
+	// On a kernel that confines with AppArmor (the v2 VM's), containerd
+	// gives every container its default profile, which it loads itself,
+	// as on a Debian or Ubuntu node: jail must apply it.
+	const criProfile = "cri-containerd.apparmor.d"
+	wantAppArmor := appArmorEnabled()
+	if wantAppArmor {
+		if _, err := exec.LookPath("apparmor_parser"); err != nil {
+			wantAppArmor = false
+		} else {
+			appArmorSecurityfs(t, criProfile)
+			t.Logf("AppArmor confines here: the container must run under %s", criProfile)
+		}
+	}
 	c := startContainerd(t, func(c *containerd) string { return criConfig(c.dir, c.runtime, c.runcRoot) })
 	c.namespace = criNamespace
 	c.importBusybox(criPauseImage, "sh", "-c", pauseScript)
@@ -252,6 +265,9 @@ func TestCRIRunsAPodWithTheJailHandler(t *testing.T) {
 		}
 	}
 	limits[fmt.Sprintf("/proc/%d/status", pids["container"])] = "Seccomp:\t2\n"
+	if wantAppArmor {
+		limits[fmt.Sprintf("/proc/%d/attr/apparmor/current", pids["container"])] = criProfile + " (enforce)\n"
+	}
 	for file, want := range limits {
 		if b, err := os.ReadFile(file); err != nil || !strings.Contains(string(b), want) {
 			t.Errorf("%s: %v, want %q in:\n%s", file, err, want, b)

@@ -144,7 +144,6 @@ func TestOCICreateRefusesBundlesJailCannotRealise(t *testing.T) {
 			s.Hostname = "box"
 			s.Linux.Namespaces = []specs.LinuxNamespace{{Type: "mount"}}
 		}, "unable to set hostname without a private UTS namespace"},
-		{"apparmor", func(s *specs.Spec) { s.Process.ApparmorProfile = "docker-default" }, "process.apparmorProfile is not supported"},
 		{"intelRdt", func(s *specs.Spec) { s.Linux.IntelRdt = &specs.LinuxIntelRdt{ClosID: "x"} }, "linux.intelRdt is not supported"},
 		{"seccomp notify", func(s *specs.Spec) {
 			s.Linux.Seccomp = &specs.LinuxSeccomp{DefaultAction: specs.ActAllow, ListenerPath: "/run/agent.sock"}
@@ -606,6 +605,23 @@ func ociCreate(t *testing.T, m mode, root, bundle string) string {
 	return strings.TrimSpace(string(b))
 }
 
+// ociStarted creates and starts container box of bundle, deleted when the
+// test ends, and returns its process's pid once the process executed
+// the program named comm.
+func ociStarted(t *testing.T, m mode, root, bundle, comm string) string {
+	t.Helper()
+	t.Cleanup(func() { jail(t, m, "oci", "--root", root, "delete", "--force", "box") })
+	pid := ociCreate(t, m, root, bundle)
+	if r := jail(t, m, "oci", "--root", root, "start", "box"); r.code != 0 {
+		t.Fatalf("start: %d %s", r.code, r.stderr)
+	}
+	waitFor(t, 10*time.Second, "the process's exec", func() bool {
+		got, _ := os.ReadFile(filepath.Join("/proc", pid, "comm"))
+		return strings.TrimSpace(string(got)) == comm
+	})
+	return pid
+}
+
 // consoleSocket listens on a unix socket for the terminal's master as
 // runc sends it: one message, the file's name as data, its descriptor in
 // SCM_RIGHTS. The master comes on the channel (nil when none came).
@@ -747,15 +763,7 @@ func TestOCIOomScoreAdjReachesTheProcess(t *testing.T) {
 		}
 		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: "/proc/self/oom_score_adj", Type: "bind", Source: decoy, Options: []string{"bind", "rw"}})
 		root, bundle := ociOwnBundle(t, m, spec, nil, nil)
-		t.Cleanup(func() { jail(t, m, "oci", "--root", root, "delete", "--force", "box") })
-		pid := ociCreate(t, m, root, bundle)
-		if r := jail(t, m, "oci", "--root", root, "start", "box"); r.code != 0 {
-			t.Fatalf("start: %d %s", r.code, r.stderr)
-		}
-		waitFor(t, 10*time.Second, "the process's exec", func() bool {
-			comm, _ := os.ReadFile(filepath.Join("/proc", pid, "comm"))
-			return strings.TrimSpace(string(comm)) == "sleep"
-		})
+		pid := ociStarted(t, m, root, bundle, "sleep")
 		got, _ := os.ReadFile(filepath.Join("/proc", pid, "oom_score_adj"))
 		written, _ := os.ReadFile(decoy)
 		if strings.TrimSpace(string(got)) != "567" || string(written) != "untouched\n" {

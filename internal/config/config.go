@@ -318,6 +318,10 @@ type ContainerProcess struct {
 	// Terminal: the process gets a new pseudo-terminal, whose master the
 	// container's init sends with KindCreated.
 	Terminal bool `json:"terminal,omitempty"`
+	// AppArmorProfile, when not empty, is the AppArmor profile the
+	// process is executed under (written to its attr/apparmor/exec, or
+	// attr/exec on kernels before 5.8, through its own procfs).
+	AppArmorProfile string `json:"apparmor_profile,omitempty" wire:"c=apparmor_profile"`
 }
 
 // Rlimit is one process.rlimits entry (Type: RLIMIT_* number).

@@ -479,6 +479,7 @@ func (w *writer) putContainerProcess(v *config.ContainerProcess) {
 	w.bool(v.SetOOMScoreAdj)
 	w.int(int64(v.OOMScoreAdj))
 	w.bool(v.Terminal)
+	w.string(v.AppArmorProfile)
 }
 
 func (r *reader) getContainerProcess(v *config.ContainerProcess) {
@@ -520,6 +521,7 @@ func (r *reader) getContainerProcess(v *config.ContainerProcess) {
 	v.SetOOMScoreAdj = r.bool()
 	v.OOMScoreAdj = int(r.intIn(-1000, 1000))
 	v.Terminal = r.bool()
+	v.AppArmorProfile = r.string()
 }
 
 func (w *writer) putContainerHook(v *config.ContainerHook) {

@@ -345,14 +345,13 @@ func (cli *CLI) exec(rt *Runtime, fs *flag.FlagSet, args []string) error {
 	switch {
 	case *preserve != 0:
 		return errors.New("--preserve-fds is not supported yet")
-	case label != "" || apparmor != "":
-		return errors.New("--process-label and --apparmor are not supported (no SELinux or AppArmor in jail)")
 	case cgroup != "":
 		return errors.New("--cgroup is not supported: an exec joins the container's own cgroup")
 	case len(gids) > 0:
 		return errors.New("--additional-gids is not supported yet: give them in --process")
 	}
 	o.ID, o.Args, o.Env, o.Caps = fs.Arg(0), fs.Args()[1:], env, caps
+	o.AppArmor, o.SELinuxLabel = apparmor, label
 	if err := ValidID(o.ID); err != nil {
 		return err
 	}

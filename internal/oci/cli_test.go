@@ -154,7 +154,7 @@ func TestCLIVersionAndFeatures(t *testing.T) {
 	}
 	if f.OCIVersionMax != specs.Version || f.Linux == nil || len(f.Linux.Capabilities) != 41 || f.Linux.Capabilities[0] != "CAP_CHOWN" ||
 		!contains(f.MountOptions, "rbind") || !contains(f.Linux.Namespaces, "user") || contains(f.Linux.Namespaces, "time") ||
-		*f.Linux.Apparmor.Enabled || !*f.Linux.Seccomp.Enabled || contains(f.Linux.Seccomp.Actions, "SCMP_ACT_NOTIFY") {
+		!*f.Linux.Apparmor.Enabled || *f.Linux.Selinux.Enabled || !*f.Linux.Seccomp.Enabled || contains(f.Linux.Seccomp.Actions, "SCMP_ACT_NOTIFY") {
 		t.Errorf("features %s", stdout)
 	}
 	stdout, _, code = runCLI(t, "--help")

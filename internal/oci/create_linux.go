@@ -326,7 +326,7 @@ func (cr *creation) answer(conn *control.Conn, m control.Message, files []*os.Fi
 				return err
 			}
 		}
-		state := specs.State{Version: specs.Version, ID: o.ID, Status: specs.StateCreating, Pid: cr.init, Bundle: b.Path, Annotations: spec.Annotations}
+		state := specs.State{Version: specs.Version, ID: o.ID, Status: specs.StateCreated, Pid: cr.init, Bundle: b.Path, Annotations: spec.Annotations}
 		if h := spec.Hooks; h != nil {
 			if err := runHooks("prestart", h.Prestart, state); err != nil {
 				return err

@@ -35,11 +35,14 @@ type ExecOptions struct {
 	Cwd, User   string
 	TTY         bool
 	// Caps are added to every set but ambient; NoNewPrivs sets it.
-	Caps          []string
-	NoNewPrivs    bool
-	Detach        bool
-	PidFile       string
-	ConsoleSocket string
+	Caps       []string
+	NoNewPrivs bool
+	// AppArmor, SELinuxLabel: --apparmor and --process-label, over the
+	// container's process's.
+	AppArmor, SELinuxLabel string
+	Detach                 bool
+	PidFile                string
+	ConsoleSocket          string
 }
 
 // maxProcessFile bounds --process's file.
@@ -77,6 +80,12 @@ func execProcess(o ExecOptions, base *specs.Process) (*specs.Process, error) {
 	}
 	p.Args = o.Args
 	p.Terminal = o.TTY
+	if o.AppArmor != "" {
+		p.ApparmorProfile = o.AppArmor
+	}
+	if o.SELinuxLabel != "" {
+		p.SelinuxLabel = o.SELinuxLabel
+	}
 	p.Env = append(p.Env, o.Env...)
 	if o.Cwd != "" {
 		p.Cwd = o.Cwd
@@ -174,11 +183,19 @@ func (rt *Runtime) Exec(o ExecOptions) (int, error) {
 	case !proc.Terminal && o.ConsoleSocket != "":
 		return 0, errors.New("--console-socket needs a terminal (--tty, or process.terminal)")
 	}
+	labelWarnings, err := selinuxLabels(nil, "", proc.SelinuxLabel)
+	if err != nil {
+		return 0, err
+	}
+	if err := appArmorUsable(nil, proc.ApparmorProfile); err != nil {
+		return 0, err
+	}
 	lastCap, err := readCapLastCap()
 	if err != nil {
 		return 0, err
 	}
 	process, warnings := translateProcess(proc, lastCap)
+	warnings = append(labelWarnings, warnings...)
 	for _, w := range warnings {
 		rt.Log.Warn(w)
 	}

@@ -51,7 +51,7 @@ func Features(version string) features.Features {
 					"SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM", "SCMP_ARCH_X32", "SCMP_ARCH_X86", "SCMP_ARCH_X86_64",
 				},
 			},
-			Apparmor: &features.Apparmor{Enabled: &no},
+			Apparmor: &features.Apparmor{Enabled: &yes},
 			Selinux:  &features.Selinux{Enabled: &no},
 			IntelRdt: &features.IntelRdt{Enabled: &no},
 			MountExtensions: &features.MountExtensions{

@@ -81,7 +81,7 @@ func TestLifecycleThroughAStandInRole(t *testing.T) {
 		t.Errorf("state %+v", s)
 	}
 	for _, h := range []string{"prestart", "createRuntime"} {
-		if hs := hookState(t, filepath.Join(hooks, h)); hs.Status != specs.StateCreating || hs.Pid != pid || hs.ID != "box" {
+		if hs := hookState(t, filepath.Join(hooks, h)); hs.Status != specs.StateCreated || hs.Pid != pid || hs.ID != "box" {
 			t.Errorf("%s hook got %+v", h, hs)
 		}
 	}

@@ -36,6 +36,12 @@ type TranslateOptions struct {
 	// ResolveProfile finds a jail profile and its compiled filter, for
 	// the ProfileAnnotation; nil refuses a bundle that has one.
 	ResolveProfile ProfileResolver
+	// SELinuxEnabled says whether this host labels with SELinux; nil
+	// asks the host (selinuxEnabled).
+	SELinuxEnabled func() bool
+	// AppArmorEnabled says whether this host confines with AppArmor; nil
+	// asks the host (appArmorEnabled).
+	AppArmorEnabled func() bool
 }
 
 // ProfileResolver finds the named jail profile and its compiled filter.
@@ -139,6 +145,14 @@ func Translate(b *Bundle, opts TranslateOptions) (*Prepared, error) {
 	if r := spec.Linux.Resources; r != nil && r.Memory != nil && r.Memory.Kernel != nil {
 		p.Warnings = append(p.Warnings, "linux.resources.memory.kernel is ignored: kernel memory limits are deprecated (runtime-spec) and gone from cgroup v2")
 	}
+	labelWarnings, err := selinuxLabels(opts.SELinuxEnabled, spec.Linux.MountLabel, spec.Process.SelinuxLabel)
+	if err != nil {
+		return nil, err
+	}
+	if err := appArmorUsable(opts.AppArmorEnabled, spec.Process.ApparmorProfile); err != nil {
+		return nil, err
+	}
+	p.Warnings = append(p.Warnings, labelWarnings...)
 	process, warnings := translateProcess(spec.Process, lastCap)
 	c.Process = process
 	p.Warnings = append(p.Warnings, warnings...)
@@ -425,6 +439,7 @@ func translateProcess(p *specs.Process, lastCap uint) (config.ContainerProcess, 
 		AdditionalGIDs:  p.User.AdditionalGids,
 		NoNewPrivileges: p.NoNewPrivileges,
 		Terminal:        p.Terminal,
+		AppArmorProfile: p.ApparmorProfile,
 	}
 	if p.User.Umask != nil {
 		out.SetUmask, out.Umask = true, *p.User.Umask
@@ -495,4 +510,67 @@ func readCapLastCap() (uint, error) {
 		return 0, fmt.Errorf("oci: capabilities: cap_last_cap: %w", err)
 	}
 	return uint(n), nil
+}
+
+// selinuxLabels decides what becomes of a bundle's SELinux labels, which
+// jail does not apply: on a host that labels with SELinux a label left
+// unapplied would leave the container less confined than its author
+// asked, so it is refused; on one that does not, the label has no
+// meaning and is ignored with a warning, as crun ignores it.
+func selinuxLabels(enabled func() bool, mountLabel, processLabel string) ([]string, error) {
+	if mountLabel == "" && processLabel == "" {
+		return nil, nil
+	}
+	if enabled == nil {
+		enabled = selinuxEnabled
+	}
+	field := "linux.mountLabel"
+	if mountLabel == "" {
+		field = "process.selinuxLabel"
+	}
+	if enabled() {
+		return nil, fmt.Errorf("oci: %s: this host enforces SELinux labels and jail does not apply them", field)
+	}
+	var warnings []string
+	if mountLabel != "" {
+		warnings = append(warnings, "linux.mountLabel is ignored: SELinux is not enabled on this host")
+	}
+	if processLabel != "" {
+		warnings = append(warnings, "process.selinuxLabel is ignored: SELinux is not enabled on this host")
+	}
+	return warnings, nil
+}
+
+// selinuxEnabled says whether SELinux labels mean anything here: as
+// libselinux decides it, when its file system is mounted where its tools
+// look for it (without it no label can be set).
+func selinuxEnabled() bool {
+	var st unix.Statfs_t
+	if err := unix.Statfs("/sys/fs/selinux", &st); err != nil {
+		return false
+	}
+	return uint32(st.Type) == unix.SELINUX_MAGIC
+}
+
+// appArmorUsable refuses a profile where AppArmor is not enabled, as runc
+// does: the process would run unconfined where its author asked for a
+// profile. Whether the profile is loaded the kernel says at the write.
+func appArmorUsable(enabled func() bool, profile string) error {
+	if profile == "" {
+		return nil
+	}
+	if enabled == nil {
+		enabled = appArmorEnabled
+	}
+	if !enabled() {
+		return fmt.Errorf("oci: process.apparmorProfile %q: AppArmor is not enabled on this host", profile)
+	}
+	return nil
+}
+
+// appArmorEnabled says whether AppArmor confines processes here, as
+// libapparmor's aa_is_enabled decides it first: the module says so.
+func appArmorEnabled() bool {
+	b, err := os.ReadFile("/sys/module/apparmor/parameters/enabled")
+	return err == nil && len(b) > 0 && b[0] == 'Y'
 }

@@ -307,6 +307,73 @@ func TestTranslateJoinedUTSKeepsItsNames(t *testing.T) {
 	}
 }
 
+// TestTranslateSELinuxLabels: jail applies no SELinux label, so a
+// bundle's label is refused where the host enforces SELinux (the
+// container would be less confined than asked) and ignored with a
+// warning where it does not (it means nothing there).
+func TestTranslateSELinuxLabels(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		mount, process string
+		selinux        bool
+		err            string
+		warnings       int
+	}{
+		{"no labels on an SELinux host", "", "", true, "", 0},
+		{"mount label, no SELinux", "system_u:object_r:container_file_t:s0", "", false, "", 1},
+		{"both labels, no SELinux", "system_u:object_r:container_file_t:s0", "system_u:system_r:container_t:s0", false, "", 2},
+		{"mount label on an SELinux host", "system_u:object_r:container_file_t:s0", "", true, "oci: linux.mountLabel: this host enforces SELinux labels and jail does not apply them", 0},
+		{"process label on an SELinux host", "", "system_u:system_r:container_t:s0", true, "oci: process.selinuxLabel: this host enforces SELinux labels and jail does not apply them", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := baseSpec()
+			spec.Linux.MountLabel, spec.Process.SelinuxLabel = tc.mount, tc.process
+			p, err := translateBundle(t, spec, TranslateOptions{SELinuxEnabled: func() bool { return tc.selinux }})
+			if tc.err != "" {
+				if err == nil || err.Error() != tc.err {
+					t.Fatalf("error %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, w := range p.Warnings {
+				if strings.Contains(w, "SELinux") {
+					n++
+				}
+			}
+			if n != tc.warnings {
+				t.Errorf("warnings %q, want %d about SELinux", p.Warnings, tc.warnings)
+			}
+		})
+	}
+}
+
+// TestTranslateAppArmor: a profile reaches the process where the host
+// confines with AppArmor and is refused with one line where it does not
+// (the process would run unconfined).
+func TestTranslateAppArmor(t *testing.T) {
+	spec := baseSpec()
+	spec.Process.ApparmorProfile = "cri-containerd.apparmor.d"
+	p, err := translateBundle(t, spec, TranslateOptions{AppArmorEnabled: func() bool { return true }})
+	if err != nil {
+		t.Fatalf("enabled: %v", err)
+	}
+	if p.Container.Process.AppArmorProfile != "cri-containerd.apparmor.d" {
+		t.Errorf("enabled: profile %q", p.Container.Process.AppArmorProfile)
+	}
+	_, err = translateBundle(t, spec, TranslateOptions{AppArmorEnabled: func() bool { return false }})
+	if err == nil || err.Error() != `oci: process.apparmorProfile "cri-containerd.apparmor.d": AppArmor is not enabled on this host` {
+		t.Errorf("not enabled: %v", err)
+	}
+	spec.Process.ApparmorProfile = ""
+	if _, err := translateBundle(t, spec, TranslateOptions{AppArmorEnabled: func() bool { t.Error("asked the host without a profile"); return false }}); err != nil {
+		t.Error(err)
+	}
+}
+
 func TestTranslateSeccomp(t *testing.T) {
 	spec := baseSpec()
 	spec.Linux.Seccomp = &specs.LinuxSeccomp{DefaultAction: specs.ActAllow}

@@ -113,6 +113,9 @@ func validateProcess(p *specs.Process) error {
 			return fmt.Errorf("oci: process.env: %q is not NAME=VALUE", e)
 		}
 	}
+	if err := validAppArmorProfile(p.ApparmorProfile); err != nil {
+		return err
+	}
 	if p.Cwd == "" {
 		return errors.New("oci: process.cwd must be set")
 	}
@@ -120,8 +123,6 @@ func validateProcess(p *specs.Process) error {
 		return err
 	}
 	for name, set := range map[string]bool{
-		"process.apparmorProfile": p.ApparmorProfile != "",
-		"process.selinuxLabel":    p.SelinuxLabel != "",
 		"process.scheduler":       p.Scheduler != nil,
 		"process.ioPriority":      p.IOPriority != nil,
 		"process.execCPUAffinity": p.ExecCPUAffinity != nil,
@@ -374,7 +375,6 @@ func validateLinuxUnsupported(l *specs.Linux) error {
 		"linux.memoryPolicy": l.MemoryPolicy != nil,
 		"linux.timeOffsets":  len(l.TimeOffsets) > 0,
 		"linux.netDevices":   len(l.NetDevices) > 0,
-		"linux.mountLabel":   l.MountLabel != "",
 	} {
 		if set {
 			return fmt.Errorf("oci: %s is not supported", name)
@@ -411,6 +411,24 @@ func validateHooks(h *specs.Hooks) error {
 			if hook.Timeout != nil && *hook.Timeout <= 0 {
 				return fmt.Errorf("oci: hooks.%s[%d].timeout must be positive", name, i)
 			}
+		}
+	}
+	return nil
+}
+
+// maxAppArmorProfile bounds a profile's name (the kernel takes a page for
+// the whole "exec NAME" write).
+const maxAppArmorProfile = 1024
+
+// validAppArmorProfile accepts what can be written as one "exec NAME" to
+// the kernel: a name of printable bytes, bounded.
+func validAppArmorProfile(name string) error {
+	if len(name) > maxAppArmorProfile {
+		return fmt.Errorf("oci: process.apparmorProfile is longer than %d bytes", maxAppArmorProfile)
+	}
+	for i := 0; i < len(name); i++ {
+		if name[i] <= ' ' || name[i] == 0x7f {
+			return fmt.Errorf("oci: process.apparmorProfile %q holds a space or a control character", name)
 		}
 	}
 	return nil

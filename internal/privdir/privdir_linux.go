@@ -364,16 +364,75 @@ func ReadFile(dir *os.File, file string, max int64, owners ...int) ([]byte, erro
 }
 
 // WriteFile puts data in the directory dirfd as file, whole or not at all:
-// it is written under a fresh name (tmpPrefix, then random hex) that no
-// other opener knows, given mode perm whatever the umask, and renamed over
-// file. A reader sees the old file or all of the new one; on failure
-// nothing is left.
+// the data is written to a file with no name (O_TMPFILE), given mode perm
+// whatever the umask, and only then linked in, as file when there is none
+// and otherwise under a fresh name (tmpPrefix, then random hex) renamed
+// over file. A reader sees the old file or all of the new one, and a
+// writer killed at any moment leaves no partial file: the kernel frees an
+// unnamed one. Only a kill between the link and the rename of a
+// replacement can leave a (complete) temporary name. On a file system
+// without O_TMPFILE the data is written under the fresh name instead.
 func WriteFile(dirfd int, file, tmpPrefix string, data []byte, perm uint32) error {
-	var nonce [8]byte
-	if _, err := rand.Read(nonce[:]); err != nil {
+	fd, err := unix.Openat(dirfd, ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EISDIR) {
+		return writeFileNamed(dirfd, file, tmpPrefix, data, perm)
+	}
+	if err != nil {
 		return err
 	}
-	tmp := tmpPrefix + hex.EncodeToString(nonce[:])
+	w := os.NewFile(uintptr(fd), file)
+	defer w.Close()
+	if _, err := w.Write(data); err != nil {
+		return err
+	}
+	if err := unix.Fchmod(fd, perm); err != nil {
+		return err
+	}
+	err = linkUnnamed(fd, dirfd, file)
+	if !errors.Is(err, unix.EEXIST) {
+		return err
+	}
+	tmp, err := freshName(tmpPrefix)
+	if err != nil {
+		return err
+	}
+	if err := linkUnnamed(fd, dirfd, tmp); err != nil {
+		return err
+	}
+	if err := unix.Renameat(dirfd, tmp, dirfd, file); err != nil {
+		_ = unix.Unlinkat(dirfd, tmp, 0)
+		return err
+	}
+	return nil
+}
+
+// linkUnnamed gives the O_TMPFILE file fd the name name in dirfd. Linking
+// a descriptor itself (AT_EMPTY_PATH) needs CAP_DAC_READ_SEARCH on older
+// kernels; its /proc/self/fd link names the same file for anyone.
+func linkUnnamed(fd, dirfd int, name string) error {
+	err := unix.Linkat(fd, "", dirfd, name, unix.AT_EMPTY_PATH)
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOENT) {
+		err = unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), dirfd, name, unix.AT_SYMLINK_FOLLOW)
+	}
+	return err
+}
+
+func freshName(prefix string) (string, error) {
+	var nonce [8]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		return "", err
+	}
+	return prefix + hex.EncodeToString(nonce[:]), nil
+}
+
+// writeFileNamed is WriteFile where O_TMPFILE is missing: the data goes to
+// a fresh name that no other opener knows and is renamed over file; on
+// failure nothing is left.
+func writeFileNamed(dirfd int, file, tmpPrefix string, data []byte, perm uint32) error {
+	tmp, err := freshName(tmpPrefix)
+	if err != nil {
+		return err
+	}
 	fd, err := unix.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err

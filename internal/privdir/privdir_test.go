@@ -1,11 +1,15 @@
 package privdir
 
 import (
+	"bytes"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -180,5 +184,53 @@ func TestWriteFile(t *testing.T) {
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 2 {
 		t.Errorf("left in the directory: %v; want only file and taken", entries)
+	}
+}
+
+// TestWriteFileKilledLeavesNothingPartial: a writer SIGKILLed at any
+// moment of WriteFile leaves no temporary file and no partial one, only
+// files whole (a writer of a cache, killed with its command, must not
+// leave litter in the user's cache). The writer is this test binary,
+// writing new 8 MiB files one after another until it is killed.
+func TestWriteFileKilledLeavesNothingPartial(t *testing.T) {
+	const size = 8 << 20
+	if dir := os.Getenv("PRIVDIR_TEST_WRITER_DIR"); dir != "" {
+		f, err := os.Open(dir)
+		if err != nil {
+			os.Exit(2)
+		}
+		data := bytes.Repeat([]byte{'x'}, size)
+		for i := 0; ; i++ {
+			if err := WriteFile(int(f.Fd()), "entry-"+strconv.Itoa(i), ".tmp-", data, 0o644); err != nil {
+				os.Exit(3)
+			}
+		}
+	}
+	dir := t.TempDir()
+	for round := 0; round < 20; round++ {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestWriteFileKilledLeavesNothingPartial$")
+		cmd.Env = append(os.Environ(), "PRIVDIR_TEST_WRITER_DIR="+dir)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(5+round*3) * time.Millisecond)
+		cmd.Process.Kill()
+		if err := cmd.Wait(); err != nil && !strings.Contains(err.Error(), "killed") {
+			t.Fatalf("writer: %v", err)
+		}
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			info, err := e.Info()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(e.Name(), "entry-") || info.Size() != size {
+				t.Fatalf("round %d: left %s of %d bytes", round, e.Name(), info.Size())
+			}
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
 	}
 }

@@ -824,6 +824,52 @@ static int container_oom_score_adj(const struct container_process *p, struct fai
 	return err != 0 ? fail_errno(f, "oom_score_adj", NULL) : 0;
 }
 
+/* container_apparmor asks that the process be executed under the bundle's
+ * AppArmor profile ("exec NAME" to its own attr file: the kernel applies
+ * it at the execve). It is written before no_new_privs, ids and filters,
+ * as runc does, and through /proc/self, checked to be procfs's, like
+ * oom_score_adj: a write reaching another file would run the process
+ * unconfined, and the kernel refuses a write to another task's attr. A
+ * profile that is not loaded fails the write (ENOENT). */
+static int container_apparmor(const struct container_process *p, struct failure *f)
+{
+	if (p->apparmor_profile == NULL || p->apparmor_profile[0] == '\0')
+		return 0;
+	static const char *const attrs[] = {"/proc/self/attr/apparmor/exec", "/proc/self/attr/exec"};
+	int fd = -1;
+	for (size_t i = 0; i < sizeof(attrs) / sizeof(attrs[0]) && fd < 0; i++) {
+		struct open_how how = {.flags = O_WRONLY | O_CLOEXEC, .resolve = RESOLVE_NO_MAGICLINKS};
+		fd = (int)syscall(SYS_openat2, AT_FDCWD, attrs[i], &how, sizeof(how));
+		if (fd < 0 && errno != ENOENT)
+			return fail_errno(f, "apparmor", attrs[i]);
+	}
+	if (fd < 0)
+		return fail(f, "apparmor", "this kernel has no attr/apparmor/exec or attr/exec in /proc/self");
+	struct statfs sf;
+	if (fstatfs(fd, &sf) != 0 || sf.f_type != PROC_SUPER_MAGIC) {
+		close(fd);
+		return fail(f, "apparmor", "/proc/self/attr is not procfs's");
+	}
+	char command[8 + 1024 + 1];
+	int err = format(command, sizeof(command), "exec %s", p->apparmor_profile);
+	if (err == 0) {
+		/* One write: the kernel reads a command per write. */
+		ssize_t n = write(fd, command, strlen(command));
+		if (n < 0)
+			err = -1;
+		else if ((size_t)n != strlen(command)) {
+			errno = EIO;
+			err = -1;
+		}
+	}
+	int saved = errno;
+	close(fd);
+	errno = saved;
+	if (err != 0)
+		return fail_errno(f, "apparmor", p->apparmor_profile);
+	return 0;
+}
+
 /* container_process turns the init into the bundle's process: called once
  * `jail oci start` opened the exec FIFO. It returns only on failure. With
  * startContainer hooks, *fifo is the exec FIFO, whose byte is not written
@@ -927,6 +973,10 @@ static _Noreturn void container_init(const struct container *c, int go, bool in_
 		goto failed;
 	}
 	if (container_root(c, in_userns, &state, &f) != 0)
+		goto failed;
+	/* Before created, so that create fails on a profile not loaded, as
+	 * runc's does; the kernel keeps it for the next execve. */
+	if (container_apparmor(&c->process, &f) != 0)
 		goto failed;
 	int master = -1, tty = -1;
 	if (c->process.terminal && container_pty(&master, &tty, &f) != 0)
@@ -1124,6 +1174,10 @@ static _Noreturn void entered_process(const struct container *c, int gate, bool 
 			report_failure(CONTROL_FD, &f, 0);
 			_exit(1);
 		}
+	}
+	if (container_apparmor(&c->process, &f) != 0) {
+		report_failure(CONTROL_FD, &f, 0);
+		_exit(1);
 	}
 	struct report created = {.kind = "created"};
 	if (send_report(CONTROL_FD, &created, &master, master >= 0 ? 1 : 0) != 0)

@@ -455,6 +455,7 @@ struct container_process {
 	bool set_oom_score_adj;
 	int oom_score_adj;
 	bool terminal;
+	char *apparmor_profile;
 };
 
 /* config.ContainerHook */
@@ -1231,6 +1232,7 @@ static void wire_get_container_process(struct wire_reader *r, struct container_p
 	v->set_oom_score_adj = wire_read_bool(r);
 	v->oom_score_adj = (int)wire_read_int_in(r, -1000LL, 1000LL);
 	v->terminal = wire_read_bool(r);
+	v->apparmor_profile = wire_read_string(r);
 }
 
 static void wire_put_container_process(struct wire_writer *w, const struct container_process *v)
@@ -1265,6 +1267,7 @@ static void wire_put_container_process(struct wire_writer *w, const struct conta
 	wire_put_bool(w, v->set_oom_score_adj);
 	wire_put_int(w, v->oom_score_adj);
 	wire_put_bool(w, v->terminal);
+	wire_put_string(w, v->apparmor_profile);
 }
 
 static void wire_free_container_process(struct container_process *v)
@@ -1284,6 +1287,7 @@ static void wire_free_container_process(struct container_process *v)
 		wire_free_container_rlimit(&v->rlimits[i]);
 	}
 	free(v->rlimits);
+	free(v->apparmor_profile);
 }
 
 static void wire_get_container_hook(struct wire_reader *r, struct container_hook *v)
@@ -2044,6 +2048,8 @@ static void wire_print_container_process(FILE *out, const char *path, const stru
 	fprintf(out, "%s=%lld\n", key, (long long)v->oom_score_adj);
 	wire_key(key, sizeof(key), path, ".Terminal", -1);
 	fprintf(out, "%s=%d\n", key, v->terminal ? 1 : 0);
+	wire_key(key, sizeof(key), path, ".AppArmorProfile", -1);
+	wire_print_hex(out, key, "s:", (const unsigned char *)v->apparmor_profile, strlen(v->apparmor_profile));
 }
 
 static void wire_print_container_hook(FILE *out, const char *path, const struct container_hook *v)
