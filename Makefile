@@ -119,7 +119,7 @@ test-deps:
 # interleaved run (test/startbench: cold start on a busybox root and on the
 # default root, throughput two at a time; JSON in bin/bench-start.json),
 # then image unpacking beside umoci and the cost of --image.
-BENCH_PACKAGES := bubblewrap crun runc umoci bc busybox-static util-linux containerd
+BENCH_PACKAGES := bubblewrap crun runc umoci bc busybox-static util-linux containerd socat
 bench: build
 	@missing=""; for p in $(BENCH_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \

@@ -99,15 +99,7 @@ func TestOCIAppArmorProfile(t *testing.T) {
   network,
 }
 `)
-	t.Cleanup(func() { jail(t, m, "oci", "--root", root, "delete", "--force", "box") })
-	pid := ociCreate(t, m, root, bundle)
-	if r := jail(t, m, "oci", "--root", root, "start", "box"); r.code != 0 {
-		t.Fatalf("start: %d %s", r.code, r.stderr)
-	}
-	waitFor(t, 10*time.Second, "the process's exec", func() bool {
-		comm, _ := os.ReadFile(filepath.Join("/proc", pid, "comm"))
-		return strings.TrimSpace(string(comm)) == "sleep"
-	})
+	pid := ociStarted(t, m, root, bundle, "sleep")
 	if got, _ := os.ReadFile(filepath.Join("/proc", pid, "attr", "apparmor", "current")); string(got) != "jail-test-confined (enforce)\n" {
 		t.Errorf("the container's process is confined by %q", got)
 	}

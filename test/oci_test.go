@@ -152,9 +152,12 @@ func TestOCICreateRefusesBundlesJailCannotRealise(t *testing.T) {
 			s.Linux.Namespaces = []specs.LinuxNamespace{{Type: "mount", Path: "/proc/1/ns/mnt"}}
 		}, "linux.namespaces: joining a mount namespace by path is not supported"},
 		{"host sysctl", func(s *specs.Spec) { s.Linux.Sysctl = map[string]string{"kernel.panic": "0"} }, `linux.sysctl: "kernel.panic" is not in a separate kernel namespace`},
-		{"createContainer hook", func(s *specs.Spec) {
-			s.Hooks = &specs.Hooks{CreateContainer: []specs.Hook{{Path: "/bin/true"}}}
-		}, "hooks.createContainer"},
+		{"too many createContainer hooks", func(s *specs.Spec) {
+			s.Hooks = &specs.Hooks{CreateContainer: make([]specs.Hook, 65)}
+			for i := range s.Hooks.CreateContainer {
+				s.Hooks.CreateContainer[i].Path = "/bin/true"
+			}
+		}, "hooks.createContainer: 65 hooks, at most 64"},
 		{"terminal without a console socket", func(s *specs.Spec) { s.Process.Terminal = true }, "process.terminal needs --console-socket"},
 	}
 	forEachMode(t, func(t *testing.T, m mode) {
@@ -602,6 +605,23 @@ func ociCreate(t *testing.T, m mode, root, bundle string) string {
 	return strings.TrimSpace(string(b))
 }
 
+// ociStarted creates and starts container box of bundle, deleted when the
+// test ends, and returns its process's pid once the process executed
+// the program named comm.
+func ociStarted(t *testing.T, m mode, root, bundle, comm string) string {
+	t.Helper()
+	t.Cleanup(func() { jail(t, m, "oci", "--root", root, "delete", "--force", "box") })
+	pid := ociCreate(t, m, root, bundle)
+	if r := jail(t, m, "oci", "--root", root, "start", "box"); r.code != 0 {
+		t.Fatalf("start: %d %s", r.code, r.stderr)
+	}
+	waitFor(t, 10*time.Second, "the process's exec", func() bool {
+		got, _ := os.ReadFile(filepath.Join("/proc", pid, "comm"))
+		return strings.TrimSpace(string(got)) == comm
+	})
+	return pid
+}
+
 // consoleSocket listens on a unix socket for the terminal's master as
 // runc sends it: one message, the file's name as data, its descriptor in
 // SCM_RIGHTS. The master comes on the channel (nil when none came).
@@ -743,15 +763,7 @@ func TestOCIOomScoreAdjReachesTheProcess(t *testing.T) {
 		}
 		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: "/proc/self/oom_score_adj", Type: "bind", Source: decoy, Options: []string{"bind", "rw"}})
 		root, bundle := ociOwnBundle(t, m, spec, nil, nil)
-		t.Cleanup(func() { jail(t, m, "oci", "--root", root, "delete", "--force", "box") })
-		pid := ociCreate(t, m, root, bundle)
-		if r := jail(t, m, "oci", "--root", root, "start", "box"); r.code != 0 {
-			t.Fatalf("start: %d %s", r.code, r.stderr)
-		}
-		waitFor(t, 10*time.Second, "the process's exec", func() bool {
-			comm, _ := os.ReadFile(filepath.Join("/proc", pid, "comm"))
-			return strings.TrimSpace(string(comm)) == "sleep"
-		})
+		pid := ociStarted(t, m, root, bundle, "sleep")
 		got, _ := os.ReadFile(filepath.Join("/proc", pid, "oom_score_adj"))
 		written, _ := os.ReadFile(decoy)
 		if strings.TrimSpace(string(got)) != "567" || string(written) != "untouched\n" {

@@ -224,6 +224,28 @@ type Container struct {
 	// (O_PATH): the container's process is started once `jail oci start`
 	// opens its other end. -1 in a KindEnter, whose process starts at once.
 	ExecFifoFD int `json:"exec_fifo_fd" wire:"min=-1"`
+	// CreateContainerHooks are hooks.createContainer: the init runs them
+	// in the container's namespaces, with its privileges, once the
+	// mounts are made and before it pivots into the root (the paths are
+	// resolved in the tree the runtime sees). StartContainerHooks are
+	// hooks.startContainer: the init runs them once started, as the
+	// container's process (its ids, capabilities and filters, in its
+	// root), right before the exec. Both get the state KindState brings
+	// on stdin; a container with either waits for it before it pivots.
+	CreateContainerHooks []ContainerHook `json:"create_container_hooks,omitempty"`
+	StartContainerHooks  []ContainerHook `json:"start_container_hooks,omitempty"`
+}
+
+// ContainerHook is one hook the container's init runs (a hooks entry of
+// the bundle).
+type ContainerHook struct {
+	// Path is absolute; Args its argv (empty: Path alone); Env all of its
+	// environment.
+	Path string   `json:"path"`
+	Args []string `json:"args,omitempty"`
+	Env  []string `json:"env,omitempty"`
+	// Timeout is in seconds (0: none): the hook is killed then, and fails.
+	Timeout int `json:"timeout,omitempty" wire:"min=0"`
 }
 
 // JoinedNamespace is one namespace to join: FD is an open namespace file.

@@ -251,12 +251,12 @@ func TestCDecoderRefusesWhatGoRefuses(t *testing.T) {
 	// A reply's head: version, kind, step, reason, code, signal, pid,
 	// running, built, exec, then a persistent sandbox's cpu, max rss,
 	// commands, others, stopped, active and total; then no config,
-	// process, spawn or container.
+	// process, spawn or container, and no state.
 	rest := v(sv(0), sv(0), sv(0), []byte{0, 0}, sv(0), sv(0))
 	head := func(code, signal, pid int64) []byte {
 		return v(uv(1), str("exit"), str(""), str(""), sv(code), sv(signal), sv(pid), sv(0), sv(0), uv(0), rest)
 	}
-	none := []byte{0, 0, 0, 0}
+	none := []byte{0, 0, 0, 0, 0}
 	if _, err := decode(v(head(0, 0, 0), none)); err != nil {
 		t.Fatalf("the hand-made reply is wrong: %v", err)
 	}

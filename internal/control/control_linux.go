@@ -108,6 +108,11 @@ const (
 // which joins them all at once, forks the process (jail oci exec) into the
 // container, reports KindChild and ends; the process reports KindCreated
 // (its terminal's master attached, with a terminal) and execs.
+//
+// A container with createContainer or startContainer hooks is sent
+// KindState (State: the container's state, JSON) once the prestart and
+// createRuntime hooks have run; its init waits for it before it runs the
+// createContainer hooks and pivots into the root.
 const (
 	KindEnter     = "enter"
 	KindContainer = "container"
@@ -115,6 +120,7 @@ const (
 	KindMapped    = "mapped"
 	KindChild     = "child"
 	KindCreated   = "created"
+	KindState     = "state"
 )
 
 // Message is one unit of the protocol. It and the types it holds are the
@@ -160,6 +166,9 @@ type Message struct {
 	Spawn *Spawn
 	// Container, in a KindContainer, is the OCI container to make.
 	Container *config.Container
+	// State, in a KindState, is the OCI state (JSON) the container's init
+	// gives its hooks on stdin.
+	State []byte
 }
 
 // Now is the time on the clock of the times an init reports:

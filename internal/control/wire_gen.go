@@ -524,6 +524,36 @@ func (r *reader) getContainerProcess(v *config.ContainerProcess) {
 	v.AppArmorProfile = r.string()
 }
 
+func (w *writer) putContainerHook(v *config.ContainerHook) {
+	w.string(v.Path)
+	w.uint(uint64(len(v.Args)))
+	for i := range v.Args {
+		w.string(v.Args[i])
+	}
+	w.uint(uint64(len(v.Env)))
+	for i := range v.Env {
+		w.string(v.Env[i])
+	}
+	w.int(int64(v.Timeout))
+}
+
+func (r *reader) getContainerHook(v *config.ContainerHook) {
+	v.Path = r.string()
+	if n := r.count(1); n > 0 {
+		v.Args = make([]string, n)
+		for i := range v.Args {
+			v.Args[i] = r.string()
+		}
+	}
+	if n := r.count(1); n > 0 {
+		v.Env = make([]string, n)
+		for i := range v.Env {
+			v.Env[i] = r.string()
+		}
+	}
+	v.Timeout = int(r.intIn(0, 2147483647))
+}
+
 func (w *writer) putContainer(v *config.Container) {
 	w.uint(uint64(len(v.Join)))
 	for i := range v.Join {
@@ -562,6 +592,14 @@ func (w *writer) putContainer(v *config.Container) {
 	w.putFilter(&v.Seccomp)
 	w.putFilter(&v.ProfileSeccomp)
 	w.int(int64(v.ExecFifoFD))
+	w.uint(uint64(len(v.CreateContainerHooks)))
+	for i := range v.CreateContainerHooks {
+		w.putContainerHook(&v.CreateContainerHooks[i])
+	}
+	w.uint(uint64(len(v.StartContainerHooks)))
+	for i := range v.StartContainerHooks {
+		w.putContainerHook(&v.StartContainerHooks[i])
+	}
 }
 
 func (r *reader) getContainer(v *config.Container) {
@@ -614,6 +652,18 @@ func (r *reader) getContainer(v *config.Container) {
 	r.getFilter(&v.Seccomp)
 	r.getFilter(&v.ProfileSeccomp)
 	v.ExecFifoFD = int(r.intIn(-1, 2147483647))
+	if n := r.count(4); n > 0 {
+		v.CreateContainerHooks = make([]config.ContainerHook, n)
+		for i := range v.CreateContainerHooks {
+			r.getContainerHook(&v.CreateContainerHooks[i])
+		}
+	}
+	if n := r.count(4); n > 0 {
+		v.StartContainerHooks = make([]config.ContainerHook, n)
+		for i := range v.StartContainerHooks {
+			r.getContainerHook(&v.StartContainerHooks[i])
+		}
+	}
 }
 
 func (w *writer) putMessage(v *Message) {
@@ -649,6 +699,7 @@ func (w *writer) putMessage(v *Message) {
 	if v.Container != nil {
 		w.putContainer(v.Container)
 	}
+	w.optionalBytes(v.State)
 }
 
 func (r *reader) getMessage(v *Message) {
@@ -684,4 +735,5 @@ func (r *reader) getMessage(v *Message) {
 		v.Container = new(config.Container)
 		r.getContainer(v.Container)
 	}
+	v.State = r.optionalBytes()
 }

@@ -1,6 +1,7 @@
 package oci
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -333,6 +334,9 @@ func (cr *creation) answer(conn *control.Conn, m control.Message, files []*os.Fi
 			if err := runHooks("createRuntime", h.CreateRuntime, state); err != nil {
 				return err
 			}
+			if len(h.CreateContainer) > 0 || len(h.StartContainer) > 0 {
+				return sendHookState(conn, state)
+			}
 		}
 		return nil
 	case control.KindCreated:
@@ -345,6 +349,23 @@ func (cr *creation) answer(conn *control.Conn, m control.Message, files []*os.Fi
 		return sendConsole(o.ConsoleSocket, files[0])
 	}
 	return fmt.Errorf("start: unexpected message %q from the container's role", m.Kind)
+}
+
+// sendHookState sends the container's init the state its createContainer
+// and startContainer hooks get on stdin (status created, as runc gives
+// its startContainer hooks: the container's process is not running yet).
+// The init waits for it, before it pivots into the root, so it also tells
+// it that the createRuntime hooks have run. A send that fails (the init
+// is gone) is not the error: the init's report, or its end, which the
+// next receive reads, says why.
+func sendHookState(conn *control.Conn, state specs.State) error {
+	state.Status = specs.StateCreated
+	data, err := json.Marshal(state)
+	if err != nil {
+		return fmt.Errorf("hooks: state: %w", err)
+	}
+	_ = conn.Send(control.Message{Kind: control.KindState, State: data})
+	return nil
 }
 
 // setOOMScoreAdj gives the container's process (pid, this process's

@@ -87,7 +87,14 @@ func fakeRole() int {
 	if err != nil {
 		return fakeFail(conn, "gate: %v", err)
 	}
-	cmd := exec.Command(exe, fakeInitArg, c.Process.Args[0], strconv.FormatBool(c.Process.Terminal))
+	// With createContainer hooks, the stand-in init records the state
+	// it is sent (KindState) at the first one's path, instead of running
+	// it.
+	record := "-"
+	if len(c.CreateContainerHooks) > 0 {
+		record = c.CreateContainerHooks[0].Path
+	}
+	cmd := exec.Command(exe, fakeInitArg, c.Process.Args[0], strconv.FormatBool(c.Process.Terminal), record)
 	cmd.ExtraFiles = []*os.File{conn.File(), files[c.ExecFifoFD-4], gate}
 	if err := cmd.Start(); err != nil {
 		return fakeFail(conn, "fork: %v", err)
@@ -140,6 +147,15 @@ func fakeInit() int {
 	if os.Args[2] == "fail-in-init" {
 		return fakeFail(conn, "init asked to")
 	}
+	if record := os.Args[4]; record != "-" {
+		m, _, err := conn.Recv()
+		if err != nil || m.Kind != control.KindState {
+			return fakeFail(conn, "expected the state: %v %q", err, m.Kind)
+		}
+		if err := os.WriteFile(record, m.State, 0o644); err != nil {
+			return fakeFail(conn, "record: %v", err)
+		}
+	}
 	var files []*os.File
 	if os.Args[3] == "true" {
 		ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
@@ -157,6 +173,11 @@ func fakeInit() int {
 		return 2
 	}
 	unix.Close(4)
+	if os.Args[2] == "fail-at-start" {
+		// As the init whose startContainer hook failed.
+		_, _ = fifo.Write([]byte("!startContainer hook #0 (/hook): exit status 1: no\nGPU\x1b[2J"))
+		return 1
+	}
 	if _, err := fifo.Write([]byte{0}); err != nil {
 		return 3
 	}

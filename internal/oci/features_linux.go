@@ -37,7 +37,7 @@ func Features(version string) features.Features {
 	return features.Features{
 		OCIVersionMin: "1.0.0",
 		OCIVersionMax: specs.Version,
-		Hooks:         []string{"prestart", "createRuntime", "poststart", "poststop"},
+		Hooks:         []string{"prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop"},
 		MountOptions:  mountOptions,
 		Linux: &features.Linux{
 			Namespaces:   []string{"cgroup", "ipc", "mount", "network", "pid", "user", "uts"},

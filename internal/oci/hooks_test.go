@@ -39,3 +39,70 @@ func TestHookFailures(t *testing.T) {
 		t.Errorf("the hook after the failed one: %q, %v", b, err)
 	}
 }
+
+// TestCreateSendsTheInitTheHookStateAfterCreateRuntime: a container with
+// createContainer (or startContainer) hooks is sent the state once the
+// prestart and createRuntime hooks have run (the init waits for it before
+// it runs its own and pivots): status created, the container's pid.
+func TestCreateSendsTheInitTheHookStateAfterCreateRuntime(t *testing.T) {
+	root, hooks := t.TempDir(), t.TempDir()
+	spec := lifecycleSpec(t, "sleep", hooks)
+	recorded := filepath.Join(hooks, "createContainer")
+	spec.Hooks.CreateContainer = []specs.Hook{{Path: recorded}}
+	// The state is sent after this hook: the record must not exist yet.
+	spec.Hooks.CreateRuntime = append(spec.Hooks.CreateRuntime, specs.Hook{Path: "/bin/sh", Args: []string{"sh", "-c", "test ! -e " + recorded}})
+	bundle := writeBundle(t, spec)
+	rt := fakeRuntime(t, root)
+	pidFile := filepath.Join(t.TempDir(), "init.pid")
+	if err := rt.Create(CreateOptions{ID: "box", Bundle: bundle, PidFile: pidFile}); err != nil {
+		t.Fatal(err)
+	}
+	pid := readPidFile(t, pidFile)
+	defer func() {
+		rt.Delete("box", true)
+		reap(t, pid)
+	}()
+	if s := hookState(t, recorded); s.Status != specs.StateCreated || s.Pid != pid || s.ID != "box" {
+		t.Errorf("the init was sent %+v; want created, pid %d", s, pid)
+	}
+}
+
+// TestStartFailsWithWhatTheInitWroteToTheFifo: an init that cannot start
+// its process once started (a startContainer hook failed) writes why to
+// the exec FIFO in place of its byte; start fails with that, made one
+// line (the container's side wrote it), and the container is stopped.
+func TestStartFailsWithWhatTheInitWroteToTheFifo(t *testing.T) {
+	root := t.TempDir()
+	bundle := writeBundle(t, lifecycleSpec(t, "fail-at-start", ""))
+	rt := fakeRuntime(t, root)
+	pidFile := filepath.Join(t.TempDir(), "init.pid")
+	if err := rt.Create(CreateOptions{ID: "box", Bundle: bundle, PidFile: pidFile}); err != nil {
+		t.Fatal(err)
+	}
+	pid := readPidFile(t, pidFile)
+	defer func() {
+		rt.Delete("box", true)
+		reap(t, pid)
+	}()
+	err := rt.Start("box")
+	if want := "startContainer hook #0 (/hook): exit status 1: no GPU [2J"; err == nil || err.Error() != want {
+		t.Fatalf("start: %v; want %q", err, want)
+	}
+	reap(t, pid)
+	if st := statusOf(t, rt, "box"); st != specs.StateStopped {
+		t.Errorf("status %s after a failed start, want stopped", st)
+	}
+}
+
+func TestOneLine(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"a\nb\tc\x00d\x7f", "a b c d"},
+		{"  padded \n", "padded"},
+		{"ünï" + strings.Repeat("é", 10), "ünïéé..."}, // cut between runes
+		{"x\xffy", "x y"},
+	} {
+		if got := oneLine(c.in, 10); got != c.want {
+			t.Errorf("oneLine(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
@@ -152,6 +153,11 @@ func (rt *Runtime) Start(id string) error {
 	}
 	defer fifo.Close()
 	if err := awaitFifo(fifo, o.pidfd); err != nil {
+		var failed startFailure
+		if errors.As(err, &failed) {
+			// The process is ending; it is not left to end alone.
+			_ = signalPidfd(o.pidfd, unix.SIGKILL)
+		}
 		return err
 	}
 	if err := o.container.RemoveFifo(); err != nil {
@@ -169,8 +175,19 @@ func (rt *Runtime) Start(id string) error {
 	return nil
 }
 
+// fifoFailure starts what the container's init writes to the exec FIFO in
+// place of its byte when it cannot start the process once started (a
+// startContainer hook failed): the rest is its one-line error.
+const fifoFailure = '!'
+
+// startFailure is the error the container's init reported through the
+// exec FIFO.
+type startFailure string
+
+func (e startFailure) Error() string { return string(e) }
+
 // awaitFifo waits for the container's process to write its byte to the
-// FIFO, or to end.
+// FIFO, or a failure (fifoFailure, then its error), or to end.
 func awaitFifo(fifo, pidfd *os.File) error {
 	fds := []unix.PollFd{
 		{Fd: int32(fifo.Fd()), Events: unix.POLLIN},
@@ -185,7 +202,8 @@ func awaitFifo(fifo, pidfd *os.File) error {
 			return fmt.Errorf("exec fifo: %w", err)
 		}
 		if fds[0].Revents != 0 {
-			var b [1]byte
+			// The init writes it at once (less than PIPE_BUF).
+			var b [4096]byte
 			n, err := unix.Read(int(fifo.Fd()), b[:])
 			if err == unix.EAGAIN {
 				continue
@@ -195,6 +213,9 @@ func awaitFifo(fifo, pidfd *os.File) error {
 			}
 			if n == 0 {
 				return errors.New("the container's process closed the exec fifo without starting")
+			}
+			if b[0] == fifoFailure {
+				return startFailure(oneLine(string(b[1:n]), 1024))
 			}
 			return nil
 		}
@@ -459,4 +480,24 @@ func (rt *Runtime) List() ([]StateOutput, error) {
 		out = append(out, *s)
 	}
 	return out, nil
+}
+
+// oneLine is s, which the container's side wrote, as one line of at most
+// max bytes: control characters become spaces, and a cut line ends in
+// "...".
+func oneLine(s string, max int) string {
+	s = strings.TrimSpace(strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || r == utf8.RuneError {
+			return ' '
+		}
+		return r
+	}, s))
+	if len(s) > max {
+		cut := max
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "..."
+	}
+	return s
 }

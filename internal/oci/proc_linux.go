@@ -64,7 +64,10 @@ func openProcess(pid int, startTime uint64) (*os.File, error) {
 		return nil, nil
 	}
 	fd, err := unix.PidfdOpen(pid, 0)
-	if errors.Is(err, unix.ESRCH) {
+	// EINVAL (before Linux 6.9) and ENOENT: the pid names no process
+	// leader: a thread that now has its number, or (before 6.9) a
+	// process just released.
+	if errors.Is(err, unix.ESRCH) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) {
 		return nil, nil
 	}
 	if err != nil {

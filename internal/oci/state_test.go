@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -176,6 +177,32 @@ func TestOpenProcessNeverNamesAnotherProcess(t *testing.T) {
 	_ = cmd.Wait()
 	if gone, err := openProcess(pid, st.StartTime); err != nil || gone != nil {
 		t.Errorf("reaped: %v %v", gone, err)
+	}
+}
+
+// TestOpenProcessOfAThreadIsNoProcess: a recorded pid that now names a
+// thread, not a process (pidfd_open's EINVAL; before Linux 6.9 also what
+// a process just released gives), reads as gone, not as an error: state
+// and delete of such a container must go on.
+func TestOpenProcessOfAThreadIsNoProcess(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	tid := unix.Gettid()
+	if tid == os.Getpid() {
+		done := make(chan int)
+		go func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			done <- unix.Gettid()
+		}()
+		tid = <-done
+	}
+	st, err := readProcStat(tid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := openProcess(tid, st.StartTime); err != nil || p != nil {
+		t.Errorf("a thread: %v %v", p, err)
 	}
 }
 

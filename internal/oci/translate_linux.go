@@ -166,6 +166,10 @@ func Translate(b *Bundle, opts TranslateOptions) (*Prepared, error) {
 		}
 		c.Seccomp = f
 	}
+	if h := spec.Hooks; h != nil {
+		c.CreateContainerHooks = containerHooks(h.CreateContainer)
+		c.StartContainerHooks = containerHooks(h.StartContainer)
+	}
 	if name, asked := spec.Annotations[ProfileAnnotation]; asked {
 		if err := applyProfile(c, name, opts.ResolveProfile); err != nil {
 			return nil, err
@@ -173,6 +177,19 @@ func Translate(b *Bundle, opts TranslateOptions) (*Prepared, error) {
 	}
 	ok = true
 	return p, nil
+}
+
+// containerHooks are hooks as the container's init runs them.
+func containerHooks(hooks []specs.Hook) []config.ContainerHook {
+	var out []config.ContainerHook
+	for _, h := range hooks {
+		ch := config.ContainerHook{Path: h.Path, Args: h.Args, Env: h.Env}
+		if h.Timeout != nil {
+			ch.Timeout = *h.Timeout
+		}
+		out = append(out, ch)
+	}
+	return out
 }
 
 // applyProfile adds the jail profile name's filter, and the masks and

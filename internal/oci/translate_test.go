@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -589,5 +590,27 @@ func TestCompileSeccompCached(t *testing.T) {
 	other.DefaultAction = specs.ActKill
 	if got, err := compile(&other); err != nil || string(got.Allowlist) == string(first.Allowlist) {
 		t.Errorf("another policy got the first's filter: %v", err)
+	}
+}
+
+// TestTranslateGivesTheInitItsHooks: the createContainer and
+// startContainer hooks go to the container's init (which runs them), the
+// others stay jail oci's.
+func TestTranslateGivesTheInitItsHooks(t *testing.T) {
+	spec := baseSpec()
+	spec.Hooks = &specs.Hooks{
+		Prestart:        []specs.Hook{{Path: "/bin/prestart"}},
+		CreateContainer: []specs.Hook{{Path: "/usr/bin/nvidia-ctk", Args: []string{"nvidia-ctk", "hook", "update-ldcache"}, Env: []string{"A=1"}, Timeout: intp(5)}},
+		StartContainer:  []specs.Hook{{Path: "/in/the/root"}},
+	}
+	p, err := translateBundle(t, spec, TranslateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := p.Container
+	wantCreate := []config.ContainerHook{{Path: "/usr/bin/nvidia-ctk", Args: []string{"nvidia-ctk", "hook", "update-ldcache"}, Env: []string{"A=1"}, Timeout: 5}}
+	wantStart := []config.ContainerHook{{Path: "/in/the/root"}}
+	if !reflect.DeepEqual(c.CreateContainerHooks, wantCreate) || !reflect.DeepEqual(c.StartContainerHooks, wantStart) {
+		t.Errorf("hooks %+v %+v; want %+v %+v", c.CreateContainerHooks, c.StartContainerHooks, wantCreate, wantStart)
 	}
 }

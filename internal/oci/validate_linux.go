@@ -383,15 +383,23 @@ func validateLinuxUnsupported(l *specs.Linux) error {
 	return nil
 }
 
+// MaxContainerHooks bounds the createContainer and the startContainer
+// hooks of a bundle (each kind), which the container's init runs one
+// after the other (the C end refuses more too).
+const MaxContainerHooks = 64
+
 func validateHooks(h *specs.Hooks) error {
 	if h == nil {
 		return nil
 	}
-	if len(h.CreateContainer) > 0 || len(h.StartContainer) > 0 {
-		return errors.New("oci: hooks.createContainer and hooks.startContainer are not supported yet")
+	for name, hooks := range map[string][]specs.Hook{"createContainer": h.CreateContainer, "startContainer": h.StartContainer} {
+		if len(hooks) > MaxContainerHooks {
+			return fmt.Errorf("oci: hooks.%s: %d hooks, at most %d", name, len(hooks), MaxContainerHooks)
+		}
 	}
 	for name, hooks := range map[string][]specs.Hook{
-		"prestart": h.Prestart, "createRuntime": h.CreateRuntime, "poststart": h.Poststart, "poststop": h.Poststop,
+		"prestart": h.Prestart, "createRuntime": h.CreateRuntime, "createContainer": h.CreateContainer,
+		"startContainer": h.StartContainer, "poststart": h.Poststart, "poststop": h.Poststop,
 	} {
 		for i, hook := range hooks {
 			if err := absolute(fmt.Sprintf("hooks.%s[%d].path", name, i), hook.Path); err != nil {

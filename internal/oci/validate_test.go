@@ -247,9 +247,21 @@ func TestValidateRefusesWhatJailCannotDoOrIsMalformed(t *testing.T) {
 		{"seccomp rule without names", func(s *specs.Spec) {
 			s.Linux.Seccomp = &specs.LinuxSeccomp{DefaultAction: specs.ActAllow, Syscalls: []specs.LinuxSyscall{{Action: specs.ActErrno}}}
 		}, "no names"},
-		{"createContainer hook", func(s *specs.Spec) {
-			s.Hooks = &specs.Hooks{CreateContainer: []specs.Hook{{Path: "/bin/true"}}}
-		}, "hooks.createContainer and hooks.startContainer are not supported yet"},
+		{"too many createContainer hooks", func(s *specs.Spec) {
+			s.Hooks = &specs.Hooks{CreateContainer: make([]specs.Hook, MaxContainerHooks+1)}
+		}, "hooks.createContainer: 65 hooks, at most 64"},
+		{"too many startContainer hooks", func(s *specs.Spec) {
+			s.Hooks = &specs.Hooks{StartContainer: make([]specs.Hook, MaxContainerHooks+1)}
+		}, "hooks.startContainer: 65 hooks, at most 64"},
+		{"relative createContainer hook", func(s *specs.Spec) {
+			s.Hooks = &specs.Hooks{CreateContainer: []specs.Hook{{Path: "bin/true"}}}
+		}, "hooks.createContainer[0].path"},
+		{"startContainer hook with a NUL", func(s *specs.Spec) {
+			s.Hooks = &specs.Hooks{StartContainer: []specs.Hook{{Path: "/bin/true", Env: []string{"A=\x00"}}}}
+		}, "hooks.startContainer[0]: an argument or variable holds a NUL byte"},
+		{"startContainer hook without time", func(s *specs.Spec) {
+			s.Hooks = &specs.Hooks{StartContainer: []specs.Hook{{Path: "/bin/true", Timeout: ptr(0)}}}
+		}, "hooks.startContainer[0].timeout must be positive"},
 		{"relative hook", func(s *specs.Spec) { s.Hooks = &specs.Hooks{Prestart: []specs.Hook{{Path: "true"}}} }, "hooks.prestart[0].path"},
 		{"hook timeout 0", func(s *specs.Spec) {
 			s.Hooks = &specs.Hooks{Poststop: []specs.Hook{{Path: "/bin/true", Timeout: intp(0)}}}

@@ -3,8 +3,10 @@
 // touches nothing of the machine's network; it needs root):
 //
 //   - HTTPS download throughput of a large body: curl on the namespace's
-//     loopback, directly and from a sandbox through the gateway (the proxy,
-//     and the captured port 443), and the gateway's CPU time per MiB;
+//     loopback, directly, through socat (a plain TCP relay that checks
+//     nothing: the peer, when installed) and from a sandbox through the
+//     gateway (the proxy, and the captured port 443), and the gateway's
+//     CPU time per MiB;
 //   - the time to the first byte of a small HTTPS request, directly and
 //     through the gateway: the latency the gateway adds;
 //   - `jail run --net allow=... /bin/true` beside `jail run --net none
@@ -24,6 +26,8 @@ import (
 	"encoding/pem"
 	"flag"
 	"fmt"
+	"io"
+	"log"
 	"math/big"
 	"net/http"
 	"os"
@@ -32,6 +36,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jail-sandbox/jail/test/internal/netns"
@@ -60,6 +65,8 @@ func main() {
 const (
 	host    = "bench.test"
 	address = "127.0.0.2"
+	// relayAddress is where the peer relay (socat) listens.
+	relayAddress = "127.0.0.3"
 )
 
 // binary is a jail binary measured, and how its rows are marked.
@@ -97,7 +104,9 @@ func run(jailBin, baseBin, shell string, outside bool, rounds, mib, tputRounds, 
 		return err
 	}
 	body := make([]byte, 1<<20)
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	// The peer relay's readiness probe connects and hangs up without TLS:
+	// not worth a line.
+	srv := &http.Server{ErrorLog: log.New(io.Discard, "", 0), Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := 1
 		if r.URL.Path == "/big" {
 			n = mib
@@ -149,12 +158,31 @@ func run(jailBin, baseBin, shell string, outside bool, rounds, mib, tputRounds, 
 	// options of the path.
 	type path struct {
 		name, bin, opts string
+		peer            bool // a relay not jail's: no gateway CPU to read
 	}
-	paths := []path{{"direct (curl --resolve)", "", "--cacert " + caFile + " --resolve " + host + ":443:" + address}}
+	paths := []path{{"direct (curl --resolve)", "", "--cacert " + caFile + " --resolve " + host + ":443:" + address, false}}
+	// A peer in the same run: socat, a plain TCP relay that checks
+	// nothing, in the namespace. What any relay costs on this machine
+	// (a second TCP connection on the loopback) shows in its row.
+	if socat, err := exec.LookPath("socat"); err == nil {
+		relay := in(socat, "-b", "262144", "TCP-LISTEN:443,bind="+relayAddress+",reuseaddr,fork", "TCP:"+address+":443")
+		relay.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := relay.Start(); err != nil {
+			return fmt.Errorf("socat: %w", err)
+		}
+		defer func() {
+			_ = syscall.Kill(-relay.Process.Pid, syscall.SIGKILL)
+			_ = relay.Wait()
+		}()
+		if err := waitListening(in, relayAddress); err != nil {
+			return err
+		}
+		paths = append(paths, path{"peer: socat -b 262144, a plain TCP relay", "", "--cacert " + caFile + " --resolve " + host + ":443:" + relayAddress, true})
+	}
 	for _, b := range bins {
 		paths = append(paths,
-			path{"through the proxy (CONNECT)" + b.mark, b.path, "--cacert " + cacert},
-			path{"captured port 443" + b.mark, b.path, "--noproxy '*' --cacert " + cacert})
+			path{"through the proxy (CONNECT)" + b.mark, b.path, "--cacert " + cacert, false},
+			path{"captured port 443" + b.mark, b.path, "--noproxy '*' --cacert " + cacert, false})
 	}
 	script := func(p path, tmpl string) *exec.Cmd {
 		sh := strings.ReplaceAll(tmpl, "OPTS", p.opts)
@@ -194,7 +222,7 @@ func run(jailBin, baseBin, shell string, outside bool, rounds, mib, tputRounds, 
 	direct := median(speeds[0])
 	for i, p := range paths {
 		cpu, load := "-", "-"
-		if i > 0 {
+		if i > 0 && !p.peer {
 			sum := 0.0
 			for _, v := range cpus[i] {
 				sum += v
@@ -396,4 +424,19 @@ func authority(caFile string) (*tls.Config, error) {
 		return nil, err
 	}
 	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}, nil
+}
+
+// waitListening waits, up to 5 s, until something accepts connections on
+// addr:443 in the namespace in runs commands in.
+func waitListening(in func(args ...string) *exec.Cmd, addr string) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if in("bash", "-c", "exec 3<>/dev/tcp/"+addr+"/443").Run() == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("nothing listens on %s:443", addr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -5,7 +5,8 @@
 // host memory a sandbox keeps (the RSS of its monitor, cgroup janitor and
 // init, summed), and how many idle sandboxes run at once. Beside them, in
 // the same rounds, the floors no exec can go below: /bin/true forked and
-// executed on the host, and jail's own start (`jail --version`). It prints
+// executed on the host, and jail's own start (`jail --version`); and a
+// peer, nsenter -a into a namespace set unshare made. It prints
 // medians and ratios; `make bench` runs it.
 package main
 
@@ -73,6 +74,19 @@ func run(jailBin string, rounds, idle int) error {
 		time.Sleep(20 * time.Millisecond)
 	}
 
+	// The peer: nsenter -a into a namespace set unshare made and keeps
+	// (a sleeping process), the least a command-line exec into a running
+	// sandbox does: no filter, no cgroup, no output captured.
+	holder := exec.Command("unshare", "-Urmpinuf", "--kill-child", "sleep", "1000000")
+	if err := holder.Start(); err != nil {
+		return fmt.Errorf("unshare: %w", err)
+	}
+	defer func() { _ = holder.Process.Kill(); _ = holder.Wait() }()
+	inner, err := onlyChild(holder.Process.Pid)
+	if err != nil {
+		return err
+	}
+
 	// The first row is what the targets are stated against; the floors
 	// (a plain fork and exec of /bin/true on the host, as os/exec does it
 	// with clone(CLONE_VFORK), and jail's own start, `jail --version`) say
@@ -85,6 +99,9 @@ func run(jailBin string, rounds, idle int) error {
 		{"unshare -Urmpinuf /bin/true", func() error { return exec.Command("unshare", "-Urmpinuf", "/bin/true").Run() }},
 		{"floor: /bin/true on the host (fork + exec)", func() error { return exec.Command("/bin/true").Run() }},
 		{"floor: jail --version (jail's own start)", func() error { return jail("--version").Run() }},
+		{"peer: nsenter -a -t PID /bin/true (into namespaces unshare made)", func() error {
+			return exec.Command("nsenter", "-a", "-t", inner, "/bin/true").Run()
+		}},
 		{"jail exec NAME -- /bin/true", func() error { return jail("exec", "bench", "--", "/bin/true").Run() }},
 		{"POST /v1/sandboxes/NAME/exec /bin/true", func() error {
 			res, err := c.Exec(ctx, "bench", api.ExecRequest{Cmd: "/bin/true"})
@@ -182,3 +199,19 @@ func median(d []time.Duration) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// onlyChild waits, up to 5 s, for the process pid's one child and returns
+// its pid.
+func onlyChild(pid int) (string, error) {
+	file := fmt.Sprintf("/proc/%d/task/%d/children", pid, pid)
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		b, err := os.ReadFile(file)
+		if f := strings.Fields(string(b)); err == nil && len(f) == 1 {
+			return f[0], nil
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("unshare's child did not appear (%s: %q, %v)", file, b, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

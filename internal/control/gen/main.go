@@ -82,6 +82,7 @@ var cNames = map[string]string{
 	"config.Sysctl":           "container_sysctl",
 	"config.ContainerProcess": "container_process",
 	"config.Rlimit":           "container_rlimit",
+	"config.ContainerHook":    "container_hook",
 }
 
 // cMacros are names that C libraries define as macros, which no C field

@@ -347,6 +347,232 @@ static int write_sysctls(const struct container *c, struct failure *f)
 	return 0;
 }
 
+/* ------------------------------------------------------------------ */
+/* The hooks the init runs: createContainer and startContainer        */
+/* ------------------------------------------------------------------ */
+
+/* The same numbers on every architecture. */
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+
+enum {
+	/* At most this many hooks of each kind (oci.MaxContainerHooks). */
+	MAX_CONTAINER_HOOKS = 64,
+	/* A failed hook's error quotes this much of its output. */
+	HOOK_OUTPUT = 256,
+	/* What is read of its output once it has ended: a process it left
+	 * behind may hold the pipe and go on writing. */
+	HOOK_OUTPUT_AFTER = 64 * 1024,
+};
+
+/* hook_output keeps the first HOOK_OUTPUT - 1 bytes read of a hook's
+ * output and reads (and drops) what follows. */
+struct hook_output {
+	char text[HOOK_OUTPUT];
+	size_t len;
+};
+
+/* drain_output reads what fd (non-blocking) has, at most limit bytes
+ * (0: no limit), into o; it returns 1 at its end (EOF or an error), 0 when
+ * nothing more is to be read now. */
+static int drain_output(int fd, struct hook_output *o, size_t limit)
+{
+	char buf[4096];
+	size_t total = 0;
+	for (;;) {
+		ssize_t n = read(fd, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return 0;
+		if (n <= 0)
+			return 1;
+		size_t keep = sizeof(o->text) - 1 - o->len;
+		if (keep > (size_t)n)
+			keep = (size_t)n;
+		memcpy(o->text + o->len, buf, keep);
+		o->len += keep;
+		o->text[o->len] = '\0';
+		total += (size_t)n;
+		if (limit != 0 && total >= limit)
+			return 1;
+	}
+}
+
+/* one_line makes s one line of printable bytes, trimmed. */
+static void one_line(char *s)
+{
+	for (char *p = s; *p != '\0'; p++)
+		if ((unsigned char)*p < 0x20 || (unsigned char)*p == 0x7f)
+			*p = ' ';
+	size_t n = strlen(s);
+	while (n > 0 && s[n - 1] == ' ')
+		s[--n] = '\0';
+	size_t lead = strspn(s, " ");
+	memmove(s, s + lead, n - lead + 1);
+}
+
+/* hook_child is the hook's process, forked by the init: stdin the state,
+ * stdout and stderr the pipe the init reads, no other descriptor, signals
+ * unblocked, dead with the init, in dir when it is not -1; then the hook. */
+static _Noreturn void hook_child(const struct container_hook *h, pid_t parent, int state, int out, int dir)
+{
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || getppid() != parent)
+		_exit(127);
+	if (dup2(state, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0)
+		_exit(127);
+	if (dir >= 0 && fchdir(dir) != 0) {
+		dprintf(2, "chdir: %s", strerror(errno));
+		_exit(127);
+	}
+	/* Nothing of the init's reaches the hook: not the control socket,
+	 * not the root's or the exec FIFO's descriptor. */
+	if (close_range(3, ~0U, 0) != 0)
+		_exit(127);
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	char *path_only[] = {h->path, NULL};
+	execve(h->path, h->nargs > 0 ? h->args : path_only, h->env);
+	char text[128];
+	dprintf(2, "exec: %s", errtext(errno, text, sizeof(text)));
+	_exit(127);
+}
+
+/* run_hook runs hook h (the index-th of kind) as a child of this process,
+ * in its namespaces and with its credentials, with state on its stdin, and
+ * waits for it, killing it once its timeout has passed. A hook that does
+ * not end with status 0 fails f with one line naming it. Processes the
+ * hook leaves behind are left (as runc leaves them): they are in the
+ * container's cgroup and namespaces, which delete ends. */
+static int run_hook(const char *kind, size_t index, const struct container_hook *h, const struct wire_bytes *state, int dir,
+		    struct failure *f)
+{
+	char step[PATH_MAX + 64];
+	message(step, sizeof(step), "%s hook #%zu (%s)", kind, index, h->path);
+	int in = memfd_create("jail-hook-state", MFD_CLOEXEC);
+	if (in < 0)
+		return fail_errno(f, step, "state");
+	if ((state->len > 0 && write_all(in, state->data, state->len) != 0) || lseek(in, 0, SEEK_SET) != 0) {
+		close(in);
+		return fail_errno(f, step, "state");
+	}
+	int out[2];
+	if (pipe2(out, O_CLOEXEC) != 0) {
+		close(in);
+		return fail_errno(f, step, "pipe");
+	}
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	if (pid < 0) {
+		int saved = errno;
+		close(in), close(out[0]), close(out[1]);
+		errno = saved;
+		return fail_errno(f, step, "fork");
+	}
+	if (pid == 0)
+		hook_child(h, parent, in, out[1], dir);
+	close(in);
+	close(out[1]);
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pidfd < 0 || fcntl(out[0], F_SETFL, O_NONBLOCK) != 0) {
+		int saved = errno;
+		kill(pid, SIGKILL);
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		if (pidfd >= 0)
+			close(pidfd);
+		close(out[0]);
+		errno = saved;
+		return fail_errno(f, step, "pidfd");
+	}
+	int64_t deadline = h->timeout > 0 ? now() + (int64_t)h->timeout * 1000000000 : 0;
+	struct hook_output o = {.len = 0};
+	bool ended = false, reading = true, timed_out = false;
+	while (!ended) {
+		int wait_ms = -1;
+		if (deadline != 0) {
+			int64_t left = deadline - now();
+			if (left <= 0) {
+				timed_out = true;
+				break;
+			}
+			left = left / 1000000 + 1;
+			wait_ms = left > INT_MAX ? INT_MAX : (int)left;
+		}
+		struct pollfd p[2] = {{.fd = pidfd, .events = POLLIN}, {.fd = reading ? out[0] : -1, .events = POLLIN}};
+		if (poll(p, 2, wait_ms) < 0) {
+			if (errno == EINTR)
+				continue;
+			timed_out = true; /* cannot wait: ended as at a timeout */
+			break;
+		}
+		if (reading && p[1].revents != 0 && drain_output(out[0], &o, 0) != 0)
+			reading = false;
+		if (p[0].revents != 0)
+			ended = true;
+	}
+	if (timed_out)
+		syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+	int status = 0;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (reading)
+		(void)drain_output(out[0], &o, HOOK_OUTPUT_AFTER);
+	close(pidfd);
+	close(out[0]);
+	if (timed_out)
+		return fail(f, step, "timed out after %ds", h->timeout);
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return 0;
+	char how[64];
+	if (WIFEXITED(status))
+		message(how, sizeof(how), "exit status %d", WEXITSTATUS(status));
+	else
+		message(how, sizeof(how), "killed by signal %d", WTERMSIG(status));
+	one_line(o.text);
+	if (o.text[0] != '\0')
+		return fail(f, step, "%s: %s%s", how, o.text, o.len == sizeof(o.text) - 1 ? "..." : "");
+	return fail(f, step, "%s", how);
+}
+
+/* run_hooks runs the n hooks of kind in order; the first that fails
+ * fails them all. */
+static int run_hooks(const char *kind, const struct container_hook *hooks, size_t n, const struct wire_bytes *state, int dir,
+		     struct failure *f)
+{
+	for (size_t i = 0; i < n; i++)
+		if (run_hook(kind, i, &hooks[i], state, dir, f) != 0)
+			return -1;
+	return 0;
+}
+
+/* has_hooks: c has hooks for its init to run, which then waits for the
+ * state (KindState) before it pivots. */
+static bool has_hooks(const struct container *c)
+{
+	return c->ncreate_container_hooks > 0 || c->nstart_container_hooks > 0;
+}
+
+/* await_state receives the state the hooks get, which jail oci create
+ * sends once the prestart and createRuntime hooks have run. */
+static int await_state(struct wire_bytes *state, struct failure *f)
+{
+	struct message m;
+	if (recv_message(CONTROL_FD, &m) != 0)
+		return fail(f, "hooks", "no state from jail oci create");
+	for (int i = 0; i < m.nfds; i++)
+		close(m.fds[i]);
+	if (strcmp(m.body.kind, "state") != 0 || !m.body.state.present)
+		return fail(f, "hooks", "expected the state, not %s", m.body.kind);
+	*state = m.body.state; /* kept for the startContainer hooks */
+	return 0;
+}
+
 /* unescape_octal undoes mountinfo's \ooo escapes in place. */
 static void unescape_octal(char *s)
 {
@@ -390,8 +616,13 @@ static int private_parent(int dir)
 	return err;
 }
 
-/* container_root builds the container's root and pivots into it. */
-static int container_root(const struct container *c, bool in_userns, struct failure *f)
+/* container_root builds the container's root and pivots into it. With
+ * hooks, it waits for their state (into state) before it pivots, and runs
+ * the createContainer hooks there: in the container's namespaces, in the
+ * tree jail oci create sees with the container's mounts made, in the
+ * root's directory, with all of the init's privileges (as runc's init
+ * runs them). */
+static int container_root(const struct container *c, bool in_userns, struct wire_bytes *state, struct failure *f)
 {
 	uint64_t prop = c->root_propagation != 0 ? c->root_propagation : (uint64_t)(MS_SLAVE | MS_REC);
 	/* An unbindable tree cannot be cloned into the root: it is built
@@ -416,6 +647,9 @@ static int container_root(const struct container *c, bool in_userns, struct fail
 	if (container_mounts(c, &b) != 0 || container_devices(c, &b, in_userns) != 0)
 		return -1;
 	dev_links(root);
+	if (has_hooks(c) && (await_state(state, f) != 0 ||
+			     run_hooks("createContainer", c->create_container_hooks, c->ncreate_container_hooks, state, root, f) != 0))
+		return -1;
 	if (pivot(root) != 0)
 		return fail_errno(f, "pivot_root", NULL);
 	close(root);
@@ -653,8 +887,13 @@ static int apparmor_write(int fd, const struct container_process *p, struct fail
 }
 
 /* container_process turns the init into the bundle's process: called once
- * `jail oci start` opened the exec FIFO. It returns only on failure. */
-static int container_process(const struct container *c, int tty, struct failure *f)
+ * `jail oci start` opened the exec FIFO. It returns only on failure. With
+ * startContainer hooks, *fifo is the exec FIFO, whose byte is not written
+ * yet: the hooks run right before the exec, as the process (its ids,
+ * capabilities and filters, in its root and working directory, as runc
+ * runs them), and the byte is written once they all succeeded, so that
+ * `jail oci start` returns only then, and fails when one fails. */
+static int container_process(const struct container *c, int tty, int *fifo, const struct wire_bytes *state, struct failure *f)
 {
 	const struct container_process *p = &c->process;
 	for (size_t i = 0; i < p->nrlimits; i++) {
@@ -716,6 +955,14 @@ static int container_process(const struct container *c, int tty, struct failure 
 		return -1;
 	if (p->no_new_privileges && container_filter(c, f) != 0)
 		return -1;
+	if (*fifo >= 0) {
+		if (run_hooks("startContainer", c->start_container_hooks, c->nstart_container_hooks, state, -1, f) != 0)
+			return -1;
+		if (write(*fifo, "0", 1) != 1)
+			return fail_errno(f, "exec fifo", NULL);
+		close(*fifo);
+		*fifo = -1;
+	}
 	execve(program, p->args, p->env);
 	return exec_failure(f, errno == ENOENT ? 127 : 126, "exec %s: %s", p->args[0], strerror(errno));
 }
@@ -735,6 +982,7 @@ static void wait_gate(int gate)
 static _Noreturn void container_init(const struct container *c, int go, bool in_userns)
 {
 	struct failure f = {0};
+	struct wire_bytes state = {0};
 	wait_gate(go); /* the role's report of this pid goes first */
 	if (setsid() < 0) {
 		fail_errno(&f, "setsid", NULL);
@@ -747,7 +995,7 @@ static _Noreturn void container_init(const struct container *c, int go, bool in_
 	int apparmor = -1;
 	if (apparmor_open(&c->process, &apparmor, &f) != 0)
 		goto failed;
-	if (container_root(c, in_userns, &f) != 0)
+	if (container_root(c, in_userns, &state, &f) != 0)
 		goto failed;
 	if (apparmor_write(apparmor, &c->process, &f) != 0)
 		goto failed;
@@ -780,12 +1028,26 @@ static _Noreturn void container_init(const struct container *c, int go, bool in_
 		fputs("jail: oci: the exec fifo opened through the container's /proc is not the state directory's\n", stderr);
 		_exit(1);
 	}
-	if (write(fd, "0", 1) != 1)
-		_exit(1);
-	close(fd);
 	close(c->exec_fifo_fd);
-	container_process(c, tty, &f);
-	fprintf(stderr, "jail: %s%s%s\n", f.exec_code != 0 ? "" : f.step, f.exec_code != 0 ? "" : ": ", f.reason);
+	/* Without startContainer hooks the byte goes now; with them, once
+	 * they have run (container_process). */
+	if (c->nstart_container_hooks == 0) {
+		if (write(fd, "0", 1) != 1)
+			_exit(1);
+		close(fd);
+		fd = -1;
+	}
+	container_process(c, tty, &fd, &state, &f);
+	char line[PIPE_BUF];
+	message(line, sizeof(line), "jail: %s%s%s", f.exec_code != 0 ? "" : f.step, f.exec_code != 0 ? "" : ": ", f.reason);
+	fprintf(stderr, "%s\n", line);
+	/* Still unwritten: start is waiting, and is told why instead (at
+	 * once, in one write of at most PIPE_BUF bytes). */
+	if (fd >= 0) {
+		line[0] = '!';
+		memmove(line + 1, line + strlen("jail: "), strlen(line + strlen("jail: ")) + 1);
+		(void)write(fd, line, strlen(line));
+	}
 	_exit(f.exec_code != 0 ? f.exec_code : 1);
 failed:
 	report_failure(CONTROL_FD, &f, 0);
@@ -874,6 +1136,10 @@ static int container_main(void)
 	struct container *c = role_start("jail-container", "container", &msg, &f);
 	if (c == NULL)
 		return 1;
+	if (c->ncreate_container_hooks > MAX_CONTAINER_HOOKS || c->nstart_container_hooks > MAX_CONTAINER_HOOKS) {
+		fail(&f, "hooks", "more than %d of a kind", MAX_CONTAINER_HOOKS);
+		goto failed;
+	}
 	bool in_userns = (c->new & CLONE_NEWUSER) != 0;
 	for (size_t i = 0; i < c->njoin; i++)
 		in_userns = in_userns || c->join[i].type == CLONE_NEWUSER;
@@ -936,7 +1202,8 @@ static _Noreturn void entered_process(const struct container *c, int gate, bool 
 	if (master >= 0)
 		close(master);
 	close(CONTROL_FD);
-	container_process(c, tty, &f);
+	int no_fifo = -1;
+	container_process(c, tty, &no_fifo, NULL, &f);
 	fprintf(stderr, "jail: %s%s%s\n", f.exec_code != 0 ? "" : f.step, f.exec_code != 0 ? "" : ": ", f.reason);
 	_exit(f.exec_code != 0 ? f.exec_code : 1);
 }

@@ -458,6 +458,16 @@ struct container_process {
 	char *apparmor_profile;
 };
 
+/* config.ContainerHook */
+struct container_hook {
+	char *path;
+	char **args; /* nargs elements, then a zero one */
+	size_t nargs;
+	char **env; /* nenv elements, then a zero one */
+	size_t nenv;
+	int timeout;
+};
+
 /* config.Container */
 struct container {
 	struct joined_namespace *join; /* njoin elements, then a zero one */
@@ -485,6 +495,10 @@ struct container {
 	struct filter seccomp;
 	struct filter profile_seccomp;
 	int exec_fifo_fd;
+	struct container_hook *create_container_hooks; /* ncreate_container_hooks elements, then a zero one */
+	size_t ncreate_container_hooks;
+	struct container_hook *start_container_hooks; /* nstart_container_hooks elements, then a zero one */
+	size_t nstart_container_hooks;
 };
 
 /* control.Message */
@@ -509,6 +523,7 @@ struct wire_message {
 	struct process *process;
 	struct spawn_request *spawn;
 	struct container *container;
+	struct wire_bytes state;
 };
 
 static void wire_get_layer(struct wire_reader *r, struct layer *v);
@@ -562,6 +577,9 @@ static void wire_free_container_rlimit(struct container_rlimit *v);
 static void wire_get_container_process(struct wire_reader *r, struct container_process *v);
 static void wire_put_container_process(struct wire_writer *w, const struct container_process *v);
 static void wire_free_container_process(struct container_process *v);
+static void wire_get_container_hook(struct wire_reader *r, struct container_hook *v);
+static void wire_put_container_hook(struct wire_writer *w, const struct container_hook *v);
+static void wire_free_container_hook(struct container_hook *v);
 static void wire_get_container(struct wire_reader *r, struct container *v);
 static void wire_put_container(struct wire_writer *w, const struct container *v);
 static void wire_free_container(struct container *v);
@@ -1272,6 +1290,50 @@ static void wire_free_container_process(struct container_process *v)
 	free(v->apparmor_profile);
 }
 
+static void wire_get_container_hook(struct wire_reader *r, struct container_hook *v)
+{
+	v->path = wire_read_string(r);
+	v->nargs = wire_read_count(r, 1);
+	v->args = wire_alloc(v->nargs + 1, sizeof(*v->args));
+	for (size_t i = 0; i < v->nargs; i++) {
+		v->args[i] = wire_read_string(r);
+	}
+	v->nenv = wire_read_count(r, 1);
+	v->env = wire_alloc(v->nenv + 1, sizeof(*v->env));
+	for (size_t i = 0; i < v->nenv; i++) {
+		v->env[i] = wire_read_string(r);
+	}
+	v->timeout = (int)wire_read_int_in(r, 0LL, INT32_MAX);
+}
+
+static void wire_put_container_hook(struct wire_writer *w, const struct container_hook *v)
+{
+	wire_put_string(w, v->path);
+	wire_put_uint(w, v->nargs);
+	for (size_t i = 0; i < v->nargs; i++) {
+		wire_put_string(w, v->args[i]);
+	}
+	wire_put_uint(w, v->nenv);
+	for (size_t i = 0; i < v->nenv; i++) {
+		wire_put_string(w, v->env[i]);
+	}
+	wire_put_int(w, v->timeout);
+}
+
+static void wire_free_container_hook(struct container_hook *v)
+{
+	(void)v;
+	free(v->path);
+	for (size_t i = 0; v->args != NULL && i < v->nargs; i++) {
+		free(v->args[i]);
+	}
+	free(v->args);
+	for (size_t i = 0; v->env != NULL && i < v->nenv; i++) {
+		free(v->env[i]);
+	}
+	free(v->env);
+}
+
 static void wire_get_container(struct wire_reader *r, struct container *v)
 {
 	v->njoin = wire_read_count(r, 2);
@@ -1317,6 +1379,16 @@ static void wire_get_container(struct wire_reader *r, struct container *v)
 	wire_get_filter(r, &v->seccomp);
 	wire_get_filter(r, &v->profile_seccomp);
 	v->exec_fifo_fd = (int)wire_read_int_in(r, -1LL, INT32_MAX);
+	v->ncreate_container_hooks = wire_read_count(r, 4);
+	v->create_container_hooks = wire_alloc(v->ncreate_container_hooks + 1, sizeof(*v->create_container_hooks));
+	for (size_t i = 0; i < v->ncreate_container_hooks; i++) {
+		wire_get_container_hook(r, &v->create_container_hooks[i]);
+	}
+	v->nstart_container_hooks = wire_read_count(r, 4);
+	v->start_container_hooks = wire_alloc(v->nstart_container_hooks + 1, sizeof(*v->start_container_hooks));
+	for (size_t i = 0; i < v->nstart_container_hooks; i++) {
+		wire_get_container_hook(r, &v->start_container_hooks[i]);
+	}
 }
 
 static void wire_put_container(struct wire_writer *w, const struct container *v)
@@ -1358,6 +1430,14 @@ static void wire_put_container(struct wire_writer *w, const struct container *v)
 	wire_put_filter(w, &v->seccomp);
 	wire_put_filter(w, &v->profile_seccomp);
 	wire_put_int(w, v->exec_fifo_fd);
+	wire_put_uint(w, v->ncreate_container_hooks);
+	for (size_t i = 0; i < v->ncreate_container_hooks; i++) {
+		wire_put_container_hook(w, &v->create_container_hooks[i]);
+	}
+	wire_put_uint(w, v->nstart_container_hooks);
+	for (size_t i = 0; i < v->nstart_container_hooks; i++) {
+		wire_put_container_hook(w, &v->start_container_hooks[i]);
+	}
 }
 
 static void wire_free_container(struct container *v)
@@ -1393,6 +1473,14 @@ static void wire_free_container(struct container *v)
 	wire_free_container_process(&v->process);
 	wire_free_filter(&v->seccomp);
 	wire_free_filter(&v->profile_seccomp);
+	for (size_t i = 0; v->create_container_hooks != NULL && i < v->ncreate_container_hooks; i++) {
+		wire_free_container_hook(&v->create_container_hooks[i]);
+	}
+	free(v->create_container_hooks);
+	for (size_t i = 0; v->start_container_hooks != NULL && i < v->nstart_container_hooks; i++) {
+		wire_free_container_hook(&v->start_container_hooks[i]);
+	}
+	free(v->start_container_hooks);
 }
 
 static void wire_get_wire_message(struct wire_reader *r, struct wire_message *v)
@@ -1429,6 +1517,7 @@ static void wire_get_wire_message(struct wire_reader *r, struct wire_message *v)
 		v->container = wire_alloc(1, sizeof(*v->container));
 		wire_get_container(r, v->container);
 	}
+	wire_read_bytes(r, &v->state);
 }
 
 static void wire_put_wire_message(struct wire_writer *w, const struct wire_message *v)
@@ -1461,6 +1550,7 @@ static void wire_put_wire_message(struct wire_writer *w, const struct wire_messa
 	wire_put_bool(w, v->container != NULL);
 	if (v->container != NULL)
 		wire_put_container(w, v->container);
+	wire_put_bytes(w, &v->state);
 }
 
 static void wire_free_wire_message(struct wire_message *v)
@@ -1481,6 +1571,7 @@ static void wire_free_wire_message(struct wire_message *v)
 	if (v->container != NULL)
 		wire_free_container(v->container);
 	free(v->container);
+	free(v->state.data);
 }
 
 /*
@@ -1532,6 +1623,7 @@ static void wire_print_container_device(FILE *out, const char *path, const struc
 static void wire_print_container_sysctl(FILE *out, const char *path, const struct container_sysctl *v);
 static void wire_print_container_rlimit(FILE *out, const char *path, const struct container_rlimit *v);
 static void wire_print_container_process(FILE *out, const char *path, const struct container_process *v);
+static void wire_print_container_hook(FILE *out, const char *path, const struct container_hook *v);
 static void wire_print_container(FILE *out, const char *path, const struct container *v);
 static void wire_print_wire_message(FILE *out, const char *path, const struct wire_message *v);
 
@@ -1960,6 +2052,27 @@ static void wire_print_container_process(FILE *out, const char *path, const stru
 	wire_print_hex(out, key, "s:", (const unsigned char *)v->apparmor_profile, strlen(v->apparmor_profile));
 }
 
+static void wire_print_container_hook(FILE *out, const char *path, const struct container_hook *v)
+{
+	char key[WIRE_KEY_MAX];
+	wire_key(key, sizeof(key), path, ".Path", -1);
+	wire_print_hex(out, key, "s:", (const unsigned char *)v->path, strlen(v->path));
+	wire_key(key, sizeof(key), path, ".Args", -1);
+	fprintf(out, "%s.len=%zu\n", key, v->nargs);
+	for (size_t i = 0; i < v->nargs; i++) {
+		wire_key(key, sizeof(key), path, ".Args", (long long)i);
+		wire_print_hex(out, key, "s:", (const unsigned char *)v->args[i], strlen(v->args[i]));
+	}
+	wire_key(key, sizeof(key), path, ".Env", -1);
+	fprintf(out, "%s.len=%zu\n", key, v->nenv);
+	for (size_t i = 0; i < v->nenv; i++) {
+		wire_key(key, sizeof(key), path, ".Env", (long long)i);
+		wire_print_hex(out, key, "s:", (const unsigned char *)v->env[i], strlen(v->env[i]));
+	}
+	wire_key(key, sizeof(key), path, ".Timeout", -1);
+	fprintf(out, "%s=%lld\n", key, (long long)v->timeout);
+}
+
 static void wire_print_container(FILE *out, const char *path, const struct container *v)
 {
 	char key[WIRE_KEY_MAX];
@@ -2025,6 +2138,18 @@ static void wire_print_container(FILE *out, const char *path, const struct conta
 	wire_print_filter(out, key, &v->profile_seccomp);
 	wire_key(key, sizeof(key), path, ".ExecFifoFD", -1);
 	fprintf(out, "%s=%lld\n", key, (long long)v->exec_fifo_fd);
+	wire_key(key, sizeof(key), path, ".CreateContainerHooks", -1);
+	fprintf(out, "%s.len=%zu\n", key, v->ncreate_container_hooks);
+	for (size_t i = 0; i < v->ncreate_container_hooks; i++) {
+		wire_key(key, sizeof(key), path, ".CreateContainerHooks", (long long)i);
+		wire_print_container_hook(out, key, &v->create_container_hooks[i]);
+	}
+	wire_key(key, sizeof(key), path, ".StartContainerHooks", -1);
+	fprintf(out, "%s.len=%zu\n", key, v->nstart_container_hooks);
+	for (size_t i = 0; i < v->nstart_container_hooks; i++) {
+		wire_key(key, sizeof(key), path, ".StartContainerHooks", (long long)i);
+		wire_print_container_hook(out, key, &v->start_container_hooks[i]);
+	}
 }
 
 static void wire_print_wire_message(FILE *out, const char *path, const struct wire_message *v)
@@ -2080,6 +2205,11 @@ static void wire_print_wire_message(FILE *out, const char *path, const struct wi
 	wire_key(key, sizeof(key), path, ".Container", -1);
 	if (v->container != NULL)
 		wire_print_container(out, key, v->container);
+	else
+		fprintf(out, "%s=nil\n", key);
+	wire_key(key, sizeof(key), path, ".State", -1);
+	if (v->state.present)
+		wire_print_hex(out, key, "b:", v->state.data, v->state.len);
 	else
 		fprintf(out, "%s=nil\n", key);
 }
