@@ -99,9 +99,19 @@ func TestOCIAppArmorProfile(t *testing.T) {
   network,
 }
 `)
+	// A createContainer hook runs before the init makes its request, as
+	// runc runs it: unconfined.
+	hookLabel := filepath.Join(bundle, "hook-label")
+	hook := writeHook(t, filepath.Join(bundle, "create-container.sh"), "cat /proc/self/attr/apparmor/current > "+hookLabel+"\n")
+	spec.Hooks = &specs.Hooks{CreateContainer: []specs.Hook{{Path: hook}}}
+	writeOCISpec(t, bundle, spec)
+	spec.Hooks = nil
 	pid := ociStarted(t, m, root, bundle, "sleep")
 	if got, _ := os.ReadFile(filepath.Join("/proc", pid, "attr", "apparmor", "current")); string(got) != "jail-test-confined (enforce)\n" {
 		t.Errorf("the container's process is confined by %q", got)
+	}
+	if got, _ := os.ReadFile(hookLabel); string(got) != "unconfined\n" {
+		t.Errorf("the createContainer hook ran under %q", got)
 	}
 	r := jail(t, m, "oci", "--root", root, "exec", "box", "cat", "/proc/self/attr/apparmor/current")
 	if r.code != 0 || r.stdout != "jail-test-confined (enforce)\n" {
