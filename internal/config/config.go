@@ -319,8 +319,9 @@ type ContainerProcess struct {
 	// container's init sends with KindCreated.
 	Terminal bool `json:"terminal,omitempty"`
 	// AppArmorProfile, when not empty, is the AppArmor profile the
-	// process is executed under (written to its attr/apparmor/exec, or
-	// attr/exec on kernels before 5.8, through its own procfs).
+	// process is executed under: the role asks for it through its
+	// attr/apparmor/exec (attr/exec before Linux 5.8), opened through the
+	// host's /proc before any of the bundle's mounts or namespaces.
 	AppArmorProfile string `json:"apparmor_profile,omitempty" wire:"c=apparmor_profile"`
 }
 
