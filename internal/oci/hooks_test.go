@@ -53,15 +53,7 @@ func TestCreateSendsTheInitTheHookStateAfterCreateRuntime(t *testing.T) {
 	spec.Hooks.CreateRuntime = append(spec.Hooks.CreateRuntime, specs.Hook{Path: "/bin/sh", Args: []string{"sh", "-c", "test ! -e " + recorded}})
 	bundle := writeBundle(t, spec)
 	rt := fakeRuntime(t, root)
-	pidFile := filepath.Join(t.TempDir(), "init.pid")
-	if err := rt.Create(CreateOptions{ID: "box", Bundle: bundle, PidFile: pidFile}); err != nil {
-		t.Fatal(err)
-	}
-	pid := readPidFile(t, pidFile)
-	defer func() {
-		rt.Delete("box", true)
-		reap(t, pid)
-	}()
+	pid := createBox(t, rt, bundle)
 	if s := hookState(t, recorded); s.Status != specs.StateCreated || s.Pid != pid || s.ID != "box" {
 		t.Errorf("the init was sent %+v; want created, pid %d", s, pid)
 	}
@@ -75,15 +67,7 @@ func TestStartFailsWithWhatTheInitWroteToTheFifo(t *testing.T) {
 	root := t.TempDir()
 	bundle := writeBundle(t, lifecycleSpec(t, "fail-at-start", ""))
 	rt := fakeRuntime(t, root)
-	pidFile := filepath.Join(t.TempDir(), "init.pid")
-	if err := rt.Create(CreateOptions{ID: "box", Bundle: bundle, PidFile: pidFile}); err != nil {
-		t.Fatal(err)
-	}
-	pid := readPidFile(t, pidFile)
-	defer func() {
-		rt.Delete("box", true)
-		reap(t, pid)
-	}()
+	pid := createBox(t, rt, bundle)
 	err := rt.Start("box")
 	if want := "startContainer hook #0 (/hook): exit status 1: no GPU [2J"; err == nil || err.Error() != want {
 		t.Fatalf("start: %v; want %q", err, want)
@@ -105,4 +89,21 @@ func TestOneLine(t *testing.T) {
 			t.Errorf("oneLine(%q) = %q, want %q", c.in, got, c.want)
 		}
 	}
+}
+
+// createBox creates container box of bundle through rt and returns its
+// init's pid; the container is deleted and the init reaped when the test
+// ends.
+func createBox(t *testing.T, rt *Runtime, bundle string) int {
+	t.Helper()
+	pidFile := filepath.Join(t.TempDir(), "init.pid")
+	if err := rt.Create(CreateOptions{ID: "box", Bundle: bundle, PidFile: pidFile}); err != nil {
+		t.Fatal(err)
+	}
+	pid := readPidFile(t, pidFile)
+	t.Cleanup(func() {
+		rt.Delete("box", true)
+		reap(t, pid)
+	})
+	return pid
 }
