@@ -52,7 +52,7 @@ func TestMountSourceSwappedDuringTheCheck(t *testing.T) {
 				}
 			}()
 			escaped, ran := 0, 0
-			for i := 0; i < 60; i++ {
+			for i := 0; i < raceRounds(60); i++ {
 				r := jail(t, m, "run", "--workspace", ws, "--", "sh", "-c",
 					"if test -e /workspace/etc/passwd || test -e /workspace/credentials; then echo ESCAPED; fi; ls /workspace")
 				if r.code == 0 {
@@ -72,7 +72,7 @@ func TestMountSourceSwappedDuringTheCheck(t *testing.T) {
 				unix.Renameat2(unix.AT_FDCWD, ws, unix.AT_FDCWD, swap, unix.RENAME_EXCHANGE)
 			}
 			if escaped > 0 {
-				t.Errorf("swapping %s for the workspace: %d of 60 sandboxes saw it (%d ran)", filepath.Base(swap), escaped, ran)
+				t.Errorf("swapping %s for the workspace: %d of %d sandboxes saw it (%d ran)", filepath.Base(swap), escaped, raceRounds(60), ran)
 			}
 		}
 	})
@@ -124,7 +124,7 @@ func TestReadOnlySourcesSwappedDuringTheCheck(t *testing.T) {
 					}
 				}()
 				escaped, ran := 0, 0
-				for i := 0; i < 40; i++ {
+				for i := 0; i < raceRounds(40); i++ {
 					args := append(append([]string{"run"}, form.args...), "--", "sh", "-c", "if "+form.saw+"; then echo ESCAPED; fi")
 					r := jail(t, m, args...)
 					if r.code == 0 {
@@ -140,9 +140,9 @@ func TestReadOnlySourcesSwappedDuringTheCheck(t *testing.T) {
 				if st, err := os.Lstat(src); err == nil && st.Mode()&os.ModeSymlink != 0 {
 					unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, swap, unix.RENAME_EXCHANGE)
 				}
-				t.Logf("%s, swapping %s for the source: %d of 40 ran", form.name, filepath.Base(swap), ran)
+				t.Logf("%s, swapping %s for the source: %d of %d ran", form.name, filepath.Base(swap), ran, raceRounds(40))
 				if escaped > 0 {
-					t.Errorf("%s, swapping %s for the source: %d of 40 sandboxes saw it (%d ran)", form.name, filepath.Base(swap), escaped, ran)
+					t.Errorf("%s, swapping %s for the source: %d of %d sandboxes saw it (%d ran)", form.name, filepath.Base(swap), escaped, raceRounds(40), ran)
 				}
 			}
 		}

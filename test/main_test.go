@@ -201,6 +201,16 @@ func skipEmulatedKernelAgnostic(t *testing.T) {
 	}
 }
 
+// raceRounds is how many runs a test races a swap against: n on the
+// host, a quarter of it in the cgroup v2 VM, where each run costs ten
+// times more under emulation and the host has tried the race n times.
+func raceRounds(n int) int {
+	if os.Getenv("JAIL_TEST_EMULATED") != "" {
+		return n / 4
+	}
+	return n
+}
+
 // forEachMode runs f as a subtest per mode, each checked for leaks.
 func forEachMode(t *testing.T, f func(t *testing.T, m mode)) {
 	for _, m := range modes() {
