@@ -199,6 +199,12 @@ func TestOCIContainerHookFailuresFailCreateOrStart(t *testing.T) {
 		{name: "createContainer fails", hooks: specs.Hooks{CreateContainer: []specs.Hook{
 			{Path: "/bin/true"}, {Path: "/bin/sh", Args: []string{"sh", "-c", "echo no GPU here; echo second line >&2; exit 3"}}}},
 			createErr: "jail: oci create: createContainer hook #1 (/bin/sh): exit status 3: no GPU here second line\n"},
+		// Bytes past ASCII that break a line (NEL, U+2028), turn text
+		// around (U+202E) or are no UTF-8 at all do not reach create's
+		// error.
+		{name: "createContainer prints what breaks a line", hooks: specs.Hooks{CreateContainer: []specs.Hook{
+			{Path: "/bin/sh", Args: []string{"sh", "-c", `printf 'a\302\205b\342\200\250c\342\200\256d\377e'; exit 3`}}}},
+			createErr: "jail: oci create: createContainer hook #0 (/bin/sh): exit status 3: a b c d e\n"},
 		{name: "createContainer times out", hooks: specs.Hooks{CreateContainer: []specs.Hook{
 			{Path: "/bin/sh", Args: []string{"sh", "-c", "sleep 1000"}, Timeout: intPtr(1)}}},
 			createErr: "jail: oci create: createContainer hook #0 (/bin/sh): timed out after 1s\n"},
@@ -208,9 +214,24 @@ func TestOCIContainerHookFailuresFailCreateOrStart(t *testing.T) {
 		// for its end.
 		{name: "createContainer leaves a process", noPidNS: true, hooks: specs.Hooks{CreateContainer: []specs.Hook{
 			{Path: "/bin/sh", Args: []string{"sh", "-c", "sleep 1000 & exit 0"}}}}},
+		// What a failing hook left is ended with the container: create
+		// removes its cgroup.
+		{name: "createContainer fails leaving a process", noPidNS: true, hooks: specs.Hooks{CreateContainer: []specs.Hook{
+			{Path: "/bin/sh", Args: []string{"sh", "-c", "sleep 1000 & exec sleep 1000"}, Timeout: intPtr(1)}}},
+			createErr: "jail: oci create: createContainer hook #0 (/bin/sh): timed out after 1s\n"},
 		{name: "createContainer floods its output", hooks: specs.Hooks{CreateContainer: []specs.Hook{
 			{Path: "/bin/sh", Args: []string{"sh", "-c", "yes flood | head -c 10000000; exit 2"}}}},
 			createErr: "jail: oci create: createContainer hook #0 (/bin/sh): exit status 2: flood flood flood"},
+		// Writers that keep the pipe full (more than the init reads in
+		// a turn) do not hold it past the timeout.
+		{name: "createContainer floods its output from many processes", hooks: specs.Hooks{CreateContainer: []specs.Hook{
+			{Path: "/bin/sh", Args: []string{"sh", "-c", "for i in 1 2 3 4 5 6 7 8; do cat /dev/zero & done; sleep 1000"}, Timeout: intPtr(2)}}},
+			createErr: "jail: oci create: createContainer hook #0 (/bin/sh): timed out after 2s\n"},
+		// A timeout the spec allows, past the init's 32 bits: 68 years
+		// (the role failed to read its description, and create with an
+		// unclear error).
+		{name: "createContainer's timeout is past 2^31 seconds", hooks: specs.Hooks{CreateContainer: []specs.Hook{
+			{Path: "/bin/true", Timeout: intPtr(1 << 40)}}}},
 		{name: "createContainer's arguments are too long", hooks: specs.Hooks{CreateContainer: []specs.Hook{
 			{Path: "/bin/true", Args: hugeArgs}}},
 			createErr: "jail: oci create: createContainer hook #0 (/bin/true): exit status 127: exec: argument list too long\n"},
