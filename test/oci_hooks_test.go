@@ -243,6 +243,11 @@ func TestOCIContainerHookFailuresFailCreateOrStart(t *testing.T) {
 			startErr: "jail: oci start: startContainer hook #0 (/bin/sh): timed out after 1s\n"},
 		{name: "startContainer is a link out of the root", hooks: specs.Hooks{StartContainer: []specs.Hook{{Path: "/escape"}}},
 			startErr: "jail: oci start: startContainer hook #0 (/escape): exit status 127: exec: no such file or directory\n"},
+		// A hook of the image reaches none of the init's descriptors (the
+		// exec FIFO's among them, through which it would forge start's
+		// outcome): the init is not dumpable.
+		{name: "startContainer writes to the init's descriptors", hooks: specs.Hooks{StartContainer: []specs.Hook{
+			{Path: "/bin/sh", Args: []string{"sh", "-c", `for n in 0 1 2 3 4 5 6 7 8 9; do (echo '!forged' > /proc/1/fd/$n) 2>/dev/null && exit 8; done; exit 0`}}}}},
 		// The init running it is still jail's helper: a hook of the image
 		// cannot reach its program (it is not dumpable).
 		{name: "startContainer is the init's program", hooks: specs.Hooks{StartContainer: []specs.Hook{{Path: "/proc/1/exe"}}},
