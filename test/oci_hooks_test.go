@@ -388,3 +388,55 @@ func TestContainerdRunsContainerHooks(t *testing.T) {
 		t.Errorf("jail oci states left: %v", states)
 	}
 }
+
+// TestOCIStartEndedDuringAStartContainerHook: a start ended while a
+// startContainer hook runs (as the shim ends it at its timeout) leaves the
+// container created, not started: the hook's end does not run the process
+// (the init dies of SIGPIPE writing to the FIFO nobody reads), the
+// container is stopped, and delete leaves nothing.
+func TestOCIStartEndedDuringAStartContainerHook(t *testing.T) {
+	checkNoLeaks(t)
+	forEachMode(t, func(t *testing.T, m mode) {
+		if m.rootless {
+			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
+		}
+		spec := ociDefaultSpec([]string{"sh", "-c", "echo ran > /shared/ran; exec sleep 1000"})
+		spec.Hooks = &specs.Hooks{StartContainer: []specs.Hook{{Path: "/bin/sh", Args: []string{"sh", "-c",
+			"echo > /shared/hook; while [ ! -e /shared/go ]; do sleep 1; done"}}}}
+		root, bundle := ociOwnBundle(t, m, spec, nil, nil)
+		shared := filepath.Join(bundle, "shared")
+		if err := os.Mkdir(shared, 0o777); err != nil || os.Chmod(shared, 0o777) != nil {
+			t.Fatal(err)
+		}
+		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: "/shared", Type: "bind", Source: shared, Options: []string{"rbind", "rw"}})
+		writeOCISpec(t, bundle, spec)
+		t.Cleanup(func() { jail(t, m, "oci", "--root", root, "delete", "--force", "box") })
+		ociCreate(t, m, root, bundle)
+
+		start := command(m, "oci", "--root", root, "start", "box")
+		if err := start.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "the hook", func() bool {
+			_, err := os.Stat(filepath.Join(shared, "hook"))
+			return err == nil
+		})
+		_ = start.Process.Kill()
+		_ = start.Wait()
+		if st := mustRun(t, m, "oci", "--root", root, "state", "box"); !strings.Contains(st, `"created"`) {
+			t.Errorf("state once start was ended: %s", st)
+		}
+		if err := os.WriteFile(filepath.Join(shared, "go"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "the container stopped", func() bool {
+			return strings.Contains(mustRun(t, m, "oci", "--root", root, "state", "box"), `"stopped"`)
+		})
+		if _, err := os.Stat(filepath.Join(shared, "ran")); !os.IsNotExist(err) {
+			t.Errorf("the process ran though no start waited for it (%v)", err)
+		}
+		if r := jail(t, m, "oci", "--root", root, "delete", "box"); r.code != 0 {
+			t.Errorf("delete: %d %s", r.code, r.stderr)
+		}
+	})
+}
