@@ -199,6 +199,12 @@ func TestOCIContainerHookFailuresFailCreateOrStart(t *testing.T) {
 		{name: "createContainer fails", hooks: specs.Hooks{CreateContainer: []specs.Hook{
 			{Path: "/bin/true"}, {Path: "/bin/sh", Args: []string{"sh", "-c", "echo no GPU here; echo second line >&2; exit 3"}}}},
 			createErr: "jail: oci create: createContainer hook #1 (/bin/sh): exit status 3: no GPU here second line\n"},
+		// Bytes past ASCII that break a line (NEL, U+2028), turn text
+		// around (U+202E) or are no UTF-8 at all do not reach create's
+		// error.
+		{name: "createContainer prints what breaks a line", hooks: specs.Hooks{CreateContainer: []specs.Hook{
+			{Path: "/bin/sh", Args: []string{"sh", "-c", `printf 'a\302\205b\342\200\250c\342\200\256d\377e'; exit 3`}}}},
+			createErr: "jail: oci create: createContainer hook #0 (/bin/sh): exit status 3: a b c d e\n"},
 		{name: "createContainer times out", hooks: specs.Hooks{CreateContainer: []specs.Hook{
 			{Path: "/bin/sh", Args: []string{"sh", "-c", "sleep 1000"}, Timeout: intPtr(1)}}},
 			createErr: "jail: oci create: createContainer hook #0 (/bin/sh): timed out after 1s\n"},
@@ -208,9 +214,24 @@ func TestOCIContainerHookFailuresFailCreateOrStart(t *testing.T) {
 		// for its end.
 		{name: "createContainer leaves a process", noPidNS: true, hooks: specs.Hooks{CreateContainer: []specs.Hook{
 			{Path: "/bin/sh", Args: []string{"sh", "-c", "sleep 1000 & exit 0"}}}}},
+		// What a failing hook left is ended with the container: create
+		// removes its cgroup.
+		{name: "createContainer fails leaving a process", noPidNS: true, hooks: specs.Hooks{CreateContainer: []specs.Hook{
+			{Path: "/bin/sh", Args: []string{"sh", "-c", "sleep 1000 & exec sleep 1000"}, Timeout: intPtr(1)}}},
+			createErr: "jail: oci create: createContainer hook #0 (/bin/sh): timed out after 1s\n"},
 		{name: "createContainer floods its output", hooks: specs.Hooks{CreateContainer: []specs.Hook{
 			{Path: "/bin/sh", Args: []string{"sh", "-c", "yes flood | head -c 10000000; exit 2"}}}},
 			createErr: "jail: oci create: createContainer hook #0 (/bin/sh): exit status 2: flood flood flood"},
+		// Writers that keep the pipe full (more than the init reads in
+		// a turn) do not hold it past the timeout.
+		{name: "createContainer floods its output from many processes", hooks: specs.Hooks{CreateContainer: []specs.Hook{
+			{Path: "/bin/sh", Args: []string{"sh", "-c", "for i in 1 2 3 4 5 6 7 8; do cat /dev/zero & done; sleep 1000"}, Timeout: intPtr(2)}}},
+			createErr: "jail: oci create: createContainer hook #0 (/bin/sh): timed out after 2s\n"},
+		// A timeout the spec allows, past the init's 32 bits: 68 years
+		// (the role failed to read its description, and create with an
+		// unclear error).
+		{name: "createContainer's timeout is past 2^31 seconds", hooks: specs.Hooks{CreateContainer: []specs.Hook{
+			{Path: "/bin/true", Timeout: intPtr(1 << 40)}}}},
 		{name: "createContainer's arguments are too long", hooks: specs.Hooks{CreateContainer: []specs.Hook{
 			{Path: "/bin/true", Args: hugeArgs}}},
 			createErr: "jail: oci create: createContainer hook #0 (/bin/true): exit status 127: exec: argument list too long\n"},
@@ -222,6 +243,11 @@ func TestOCIContainerHookFailuresFailCreateOrStart(t *testing.T) {
 			startErr: "jail: oci start: startContainer hook #0 (/bin/sh): timed out after 1s\n"},
 		{name: "startContainer is a link out of the root", hooks: specs.Hooks{StartContainer: []specs.Hook{{Path: "/escape"}}},
 			startErr: "jail: oci start: startContainer hook #0 (/escape): exit status 127: exec: no such file or directory\n"},
+		// A hook of the image reaches none of the init's descriptors (the
+		// exec FIFO's among them, through which it would forge start's
+		// outcome): the init is not dumpable.
+		{name: "startContainer writes to the init's descriptors", hooks: specs.Hooks{StartContainer: []specs.Hook{
+			{Path: "/bin/sh", Args: []string{"sh", "-c", `for n in 0 1 2 3 4 5 6 7 8 9; do (echo '!forged' > /proc/1/fd/$n) 2>/dev/null && exit 8; done; exit 0`}}}}},
 		// The init running it is still jail's helper: a hook of the image
 		// cannot reach its program (it is not dumpable).
 		{name: "startContainer is the init's program", hooks: specs.Hooks{StartContainer: []specs.Hook{{Path: "/proc/1/exe"}}},
@@ -360,5 +386,133 @@ func TestContainerdRunsContainerHooks(t *testing.T) {
 	}
 	if states := c.states(containerdNamespace); len(states) != 0 {
 		t.Errorf("jail oci states left: %v", states)
+	}
+}
+
+// TestOCIStartEndedDuringAStartContainerHook: a start ended while a
+// startContainer hook runs (as the shim ends it at its timeout) leaves the
+// container created, not started: the hook's end does not run the process
+// (the init dies of SIGPIPE writing to the FIFO nobody reads), the
+// container is stopped, and delete leaves nothing.
+func TestOCIStartEndedDuringAStartContainerHook(t *testing.T) {
+	checkNoLeaks(t)
+	forEachMode(t, func(t *testing.T, m mode) {
+		if m.rootless {
+			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
+		}
+		spec := ociDefaultSpec([]string{"sh", "-c", "echo ran > /shared/ran; exec sleep 1000"})
+		spec.Hooks = &specs.Hooks{StartContainer: []specs.Hook{{Path: "/bin/sh", Args: []string{"sh", "-c",
+			"echo > /shared/hook; while [ ! -e /shared/go ]; do sleep 1; done"}}}}
+		root, bundle := ociOwnBundle(t, m, spec, nil, nil)
+		shared := filepath.Join(bundle, "shared")
+		if err := os.Mkdir(shared, 0o777); err != nil || os.Chmod(shared, 0o777) != nil {
+			t.Fatal(err)
+		}
+		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: "/shared", Type: "bind", Source: shared, Options: []string{"rbind", "rw"}})
+		writeOCISpec(t, bundle, spec)
+		t.Cleanup(func() { jail(t, m, "oci", "--root", root, "delete", "--force", "box") })
+		ociCreate(t, m, root, bundle)
+
+		start := command(m, "oci", "--root", root, "start", "box")
+		if err := start.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "the hook", func() bool {
+			_, err := os.Stat(filepath.Join(shared, "hook"))
+			return err == nil
+		})
+		_ = start.Process.Kill()
+		_ = start.Wait()
+		if st := mustRun(t, m, "oci", "--root", root, "state", "box"); !strings.Contains(st, `"created"`) {
+			t.Errorf("state once start was ended: %s", st)
+		}
+		if err := os.WriteFile(filepath.Join(shared, "go"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "the container stopped", func() bool {
+			return strings.Contains(mustRun(t, m, "oci", "--root", root, "state", "box"), `"stopped"`)
+		})
+		if _, err := os.Stat(filepath.Join(shared, "ran")); !os.IsNotExist(err) {
+			t.Errorf("the process ran though no start waited for it (%v)", err)
+		}
+		if r := jail(t, m, "oci", "--root", root, "delete", "box"); r.code != 0 {
+			t.Errorf("delete: %d %s", r.code, r.stderr)
+		}
+	})
+}
+
+// TestOCICreateEndedDuringACreateContainerHook: a create ended while a
+// createContainer hook runs (as the shim ends it at its timeout), before
+// the container's state is recorded, which delete --force could then not
+// find: the init sees create's end of the control socket close, kills the
+// hook and ends (they ran on, a hook without a timeout for ever).
+func TestOCICreateEndedDuringACreateContainerHook(t *testing.T) {
+	checkNoLeaks(t)
+	forEachMode(t, func(t *testing.T, m mode) {
+		if m.rootless {
+			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
+		}
+		spec := ociDefaultSpec([]string{"sleep", "1000"})
+		root, bundle := ociOwnBundle(t, m, spec, nil, nil)
+		marker := filepath.Join(bundle, "hook")
+		spec.Hooks = &specs.Hooks{CreateContainer: []specs.Hook{{Path: "/bin/sh", Args: []string{"sh", "-c", "echo > " + marker + "; exec sleep 1234567"}}}}
+		// Not yet fixed, and not the hooks': the cgroup a create made is
+		// left when it is ended before it records the container (delete
+		// --force knows nothing of it). It is removed here, once empty,
+		// so that no other test's create finds it.
+		spec.Linux.CgroupsPath = "/jail-oci/create-ended-during-hook"
+		t.Cleanup(func() { removeEmptyCgroup(t, spec.Linux.CgroupsPath) })
+		writeOCISpec(t, bundle, spec)
+		t.Cleanup(func() { jail(t, m, "oci", "--root", root, "delete", "--force", "box") })
+		out, err := os.Create(filepath.Join(bundle, "out"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer out.Close()
+		create := command(m, "oci", "--root", root, "create", "--bundle", bundle, "box")
+		create.Stdout, create.Stderr = out, out
+		if err := create.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "the hook", func() bool {
+			_, err := os.Stat(marker)
+			return err == nil
+		})
+		_ = create.Process.Kill()
+		_ = create.Wait()
+		waitFor(t, 10*time.Second, "the hook's end", func() bool { return !processRuns("sleep\x001234567\x00") })
+		if r := jail(t, m, "oci", "--root", root, "delete", "--force", "box"); r.code != 0 {
+			t.Errorf("delete --force: %d %s", r.code, r.stderr)
+		}
+		expectOneLineFailure(t, jail(t, m, "oci", "--root", root, "state", "box"), "does not exist")
+	})
+}
+
+// processRuns says whether a process of that command line (its arguments
+// each ended by a NUL) runs.
+func processRuns(cmdline string) bool {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		if b, err := os.ReadFile(p); err == nil && string(b) == cmdline {
+			return true
+		}
+	}
+	return false
+}
+
+// removeEmptyCgroup removes the cgroup at path (as a bundle's
+// cgroupsPath) in every hierarchy, once no process is in it.
+func removeEmptyCgroup(t *testing.T, path string) {
+	t.Helper()
+	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/*", path))
+	if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", path, "cgroup.procs")); err == nil {
+		dirs = append(dirs, filepath.Join("/sys/fs/cgroup", path))
+	}
+	for _, d := range dirs {
+		if b, err := os.ReadFile(filepath.Join(d, "cgroup.procs")); err == nil && len(b) == 0 {
+			if err := os.Remove(d); err != nil {
+				t.Errorf("cgroup left: %v", err)
+			}
+		}
 	}
 }

@@ -300,11 +300,17 @@ func (cr *creation) converse(conn *control.Conn, b *Bundle, o CreateOptions) err
 	}
 }
 
+// maxReported bounds the step and the reason of a failure the container's
+// role or init reports (the C end's are shorter).
+const maxReported = 16 << 10
+
 func (cr *creation) answer(conn *control.Conn, m control.Message, files []*os.File, b *Bundle, o CreateOptions) error {
 	spec := b.Spec
 	switch m.Kind {
 	case control.KindError:
-		return fmt.Errorf("%s: %s", m.Step, m.Reason)
+		// The reason may quote a createContainer hook's output, which
+		// the C end made one line of bytes only.
+		return fmt.Errorf("%s: %s", oneLine(m.Step, maxReported), oneLine(m.Reason, maxReported))
 	case control.KindUserns:
 		pid := cr.role
 		if m.Pid != 0 {

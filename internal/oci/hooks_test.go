@@ -84,6 +84,8 @@ func TestOneLine(t *testing.T) {
 		{"  padded \n", "padded"},
 		{"ünï" + strings.Repeat("é", 10), "ünïéé..."}, // cut between runes
 		{"x\xffy", "x y"},
+		{"a\u0085b\u2028c", "a b c"},   // NEL, line separator
+		{"x\u202ey\u009b2J", "x y 2J"}, // right-to-left override, CSI
 	} {
 		if got := oneLine(c.in, 10); got != c.want {
 			t.Errorf("oneLine(%q) = %q, want %q", c.in, got, c.want)

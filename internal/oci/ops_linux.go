@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -483,11 +484,13 @@ func (rt *Runtime) List() ([]StateOutput, error) {
 }
 
 // oneLine is s, which the container's side wrote, as one line of at most
-// max bytes: control characters become spaces, and a cut line ends in
-// "...".
+// max bytes: what is not printable becomes a space (control characters,
+// C1's too, line and paragraph separators, format characters such as a
+// right-to-left override, bytes that are not UTF-8), and a cut line ends
+// in "...".
 func oneLine(s string, max int) string {
 	s = strings.TrimSpace(strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f || r == utf8.RuneError {
+		if !unicode.IsPrint(r) || r == utf8.RuneError {
 			return ' '
 		}
 		return r

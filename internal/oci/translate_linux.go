@@ -3,6 +3,7 @@ package oci
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -185,7 +186,9 @@ func containerHooks(hooks []specs.Hook) []config.ContainerHook {
 	for _, h := range hooks {
 		ch := config.ContainerHook{Path: h.Path, Args: h.Args, Env: h.Env}
 		if h.Timeout != nil {
-			ch.Timeout = *h.Timeout
+			// The init counts seconds in 32 bits: a longer timeout (the
+			// spec allows any) is 68 years, as good as none.
+			ch.Timeout = min(*h.Timeout, math.MaxInt32)
 		}
 		out = append(out, ch)
 	}

@@ -445,12 +445,15 @@ static _Noreturn void hook_child(const struct container_hook *h, pid_t parent, i
 
 /* run_hook runs hook h (the index-th of kind) as a child of this process,
  * in its namespaces and with its credentials, with state on its stdin, and
- * waits for it, killing it once its timeout has passed. A hook that does
- * not end with status 0 fails f with one line naming it. Processes the
- * hook leaves behind are left (as runc leaves them): they are in the
- * container's cgroup and namespaces, which delete ends. */
+ * waits for it, killing it once its timeout has passed, or once the peer
+ * of control (-1: none) hangs up: jail oci create, ended (the shim's
+ * timeout) before it recorded the container, which delete could then not
+ * find. A hook that does not end with status 0 fails f with one line
+ * naming it. Processes the hook leaves behind are left (as runc leaves
+ * them): they are in the container's cgroup and namespaces, which delete
+ * ends. */
 static int run_hook(const char *kind, size_t index, const struct container_hook *h, const struct wire_bytes *state, int dir,
-		    struct failure *f)
+		    int control, struct failure *f)
 {
 	char step[PATH_MAX + 64];
 	message(step, sizeof(step), "%s hook #%zu (%s)", kind, index, h->path);
@@ -492,7 +495,7 @@ static int run_hook(const char *kind, size_t index, const struct container_hook 
 	}
 	int64_t deadline = h->timeout > 0 ? now() + (int64_t)h->timeout * 1000000000 : 0;
 	struct hook_output o = {.len = 0};
-	bool ended = false, reading = true, timed_out = false;
+	bool ended = false, reading = true, timed_out = false, abandoned = false;
 	while (!ended) {
 		int wait_ms = -1;
 		if (deadline != 0) {
@@ -504,8 +507,9 @@ static int run_hook(const char *kind, size_t index, const struct container_hook 
 			left = left / 1000000 + 1;
 			wait_ms = left > INT_MAX ? INT_MAX : (int)left;
 		}
-		struct pollfd p[2] = {{.fd = pidfd, .events = POLLIN}, {.fd = reading ? out[0] : -1, .events = POLLIN}};
-		if (poll(p, 2, wait_ms) < 0) {
+		struct pollfd p[3] = {
+			{.fd = pidfd, .events = POLLIN}, {.fd = reading ? out[0] : -1, .events = POLLIN}, {.fd = control, .events = POLLRDHUP}};
+		if (poll(p, 3, wait_ms) < 0) {
 			if (errno == EINTR)
 				continue;
 			timed_out = true; /* cannot wait: ended as at a timeout */
@@ -515,8 +519,12 @@ static int run_hook(const char *kind, size_t index, const struct container_hook 
 			reading = false;
 		if (p[0].revents != 0)
 			ended = true;
+		else if (p[2].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
+			abandoned = true;
+			break;
+		}
 	}
-	if (timed_out)
+	if (timed_out || abandoned)
 		syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
 	int status = 0;
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
@@ -527,6 +535,8 @@ static int run_hook(const char *kind, size_t index, const struct container_hook 
 	close(out[0]);
 	if (timed_out)
 		return fail(f, step, "timed out after %ds", h->timeout);
+	if (abandoned)
+		return fail(f, step, "jail oci create ended");
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		return 0;
 	char how[64];
@@ -543,10 +553,10 @@ static int run_hook(const char *kind, size_t index, const struct container_hook 
 /* run_hooks runs the n hooks of kind in order; the first that fails
  * fails them all. */
 static int run_hooks(const char *kind, const struct container_hook *hooks, size_t n, const struct wire_bytes *state, int dir,
-		     struct failure *f)
+		     int control, struct failure *f)
 {
 	for (size_t i = 0; i < n; i++)
-		if (run_hook(kind, i, &hooks[i], state, dir, f) != 0)
+		if (run_hook(kind, i, &hooks[i], state, dir, control, f) != 0)
 			return -1;
 	return 0;
 }
@@ -648,7 +658,8 @@ static int container_root(const struct container *c, bool in_userns, struct wire
 		return -1;
 	dev_links(root);
 	if (has_hooks(c) && (await_state(state, f) != 0 ||
-			     run_hooks("createContainer", c->create_container_hooks, c->ncreate_container_hooks, state, root, f) != 0))
+			     run_hooks("createContainer", c->create_container_hooks, c->ncreate_container_hooks, state, root,
+					       CONTROL_FD, f) != 0))
 		return -1;
 	if (pivot(root) != 0)
 		return fail_errno(f, "pivot_root", NULL);
@@ -956,7 +967,7 @@ static int container_process(const struct container *c, int tty, int *fifo, cons
 	if (p->no_new_privileges && container_filter(c, f) != 0)
 		return -1;
 	if (*fifo >= 0) {
-		if (run_hooks("startContainer", c->start_container_hooks, c->nstart_container_hooks, state, -1, f) != 0)
+		if (run_hooks("startContainer", c->start_container_hooks, c->nstart_container_hooks, state, -1, -1, f) != 0)
 			return -1;
 		if (write(*fifo, "0", 1) != 1)
 			return fail_errno(f, "exec fifo", NULL);
