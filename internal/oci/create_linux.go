@@ -157,6 +157,9 @@ func (cr *creation) run(b *Bundle, o CreateOptions, cgPath string) error {
 	}
 	if cr.cgroup != nil {
 		cr.cgroup.DeviceDefaults = deviceAllows(spec.Linux.Devices) // for update
+		if err := cr.container.WriteCgroup(cr.cgroup); err != nil {
+			return err
+		}
 	}
 	// The role's child, the container's process, is this process's once
 	// the role exits, and the shim's once this one does.

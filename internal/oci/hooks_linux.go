@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+	"syscall"
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -62,6 +63,9 @@ func runHook(h specs.Hook, state []byte) error {
 		cmd.Env = []string{}
 	}
 	cmd.Stdin = bytes.NewReader(state)
+	// A hook ends with this process: a create or delete the shim kills
+	// must not leave its hooks running.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()

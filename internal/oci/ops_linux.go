@@ -330,8 +330,10 @@ func (rt *Runtime) Delete(id string, force bool) error {
 	return err
 }
 
-// removeLeftover removes the state directory of a create that failed
-// before it wrote the state (delete --force): there is nothing else of it.
+// removeLeftover removes what a create left that ended before it wrote
+// the state (delete --force, the shim's cleanup of a killed create): the
+// cgroup it recorded, with what is in it (the container's init, a hook),
+// and the state directory.
 func (rt *Runtime) removeLeftover(id string) error {
 	store, err := OpenStore(rt.Root, false)
 	if errors.Is(err, ErrNotExist) {
@@ -351,6 +353,14 @@ func (rt *Runtime) removeLeftover(id string) error {
 	if _, err := c.ReadState(); !errors.Is(err, ErrNotExist) {
 		c.Close()
 		return fmt.Errorf("container %s: state unreadable: %v", id, err)
+	}
+	cg, err := c.ReadCgroup()
+	if err == nil {
+		err = cg.Remove()
+	}
+	if err != nil {
+		c.Close()
+		return fmt.Errorf("container %s: %w", id, err)
 	}
 	return c.Remove()
 }

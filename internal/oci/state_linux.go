@@ -19,7 +19,12 @@ import (
 // File names in a container's state directory.
 const (
 	stateFile = "state.json"
-	fifoFile  = "exec.fifo"
+	// cgroupFile records, from the moment create makes the container's
+	// cgroup until it writes the state, the cgroup, so that delete
+	// --force of a create ended in between (the shim's cleanup) removes
+	// it and ends what it holds (the init, a hook).
+	cgroupFile = "cgroup.json"
+	fifoFile   = "exec.fifo"
 )
 
 // fifoMode is the exec FIFO's mode. Only its owner (the runtime) reads it;
@@ -401,4 +406,43 @@ func (c *Container) Remove() error {
 		return fmt.Errorf("remove state directory: %w", err)
 	}
 	return nil
+}
+
+// WriteCgroup records the cgroup a create made before the state exists
+// (cgroupFile).
+func (c *Container) WriteCgroup(cg *Cgroup) error {
+	data, err := json.Marshal(cg)
+	if err != nil {
+		return fmt.Errorf("cgroup record: %w", err)
+	}
+	if err := writeFileAt(int(c.dir.Fd()), cgroupFile, data, 0o600); err != nil {
+		return fmt.Errorf("cgroup record: %w", err)
+	}
+	return nil
+}
+
+// ReadCgroup returns the cgroup WriteCgroup recorded, or nil when there is
+// none.
+func (c *Container) ReadCgroup() (*Cgroup, error) {
+	fd, err := unix.Openat(int(c.dir.Fd()), cgroupFile, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cgroup record: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), cgroupFile)
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxState+1))
+	if err != nil {
+		return nil, fmt.Errorf("cgroup record: %w", err)
+	}
+	if len(data) > maxState {
+		return nil, errors.New("cgroup record: too large")
+	}
+	var cg Cgroup
+	if err := json.Unmarshal(data, &cg); err != nil {
+		return nil, fmt.Errorf("cgroup record: %w", err)
+	}
+	return &cg, nil
 }
