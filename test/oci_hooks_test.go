@@ -108,13 +108,7 @@ echo "made before the pivot" > "$1/rootfs/tmp/marker"
 			b, _ := os.ReadFile(out)
 			t.Fatalf("start: %s", b)
 		}
-		waitFor(t, 10*time.Second, "the process's output", func() bool {
-			b, _ := os.ReadFile(out)
-			return len(b) > 0
-		})
-		if b, _ := os.ReadFile(out); string(b) != "made before the pivot\n" {
-			t.Errorf("the process read %q from /tmp/marker", b)
-		}
+		expectMarkerRead(t, out, "made before the pivot\n")
 	})
 }
 
@@ -171,13 +165,7 @@ echo "made by the hook" > /tmp/marker
 		if st.ID != "box" || strconv.Itoa(st.Pid) != pid || st.Status != specs.StateCreated {
 			t.Errorf("the hook's state %+v; want box, pid %s, created", st, pid)
 		}
-		waitFor(t, 10*time.Second, "the process's output", func() bool {
-			b, _ := os.ReadFile(out)
-			return len(b) > 0
-		})
-		if b, _ := os.ReadFile(out); string(b) != "made by the hook\n" {
-			t.Errorf("the process read %q from /tmp/marker", b)
-		}
+		expectMarkerRead(t, out, "made by the hook\n")
 	})
 }
 
@@ -497,6 +485,19 @@ func TestOCICreateEndedDuringACreateContainerHook(t *testing.T) {
 			})
 		}
 	})
+}
+
+// expectMarkerRead waits for the container's process's output in out and
+// checks it is want, the marker it read from /tmp/marker.
+func expectMarkerRead(t *testing.T, out, want string) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "the process's output", func() bool {
+		b, _ := os.ReadFile(out)
+		return len(b) > 0
+	})
+	if b, _ := os.ReadFile(out); string(b) != want {
+		t.Errorf("the process read %q from /tmp/marker", b)
+	}
 }
 
 // processRuns says whether a process of that command line (its arguments

@@ -352,6 +352,10 @@ func (rt *Runtime) removeLeftover(id string) error {
 	}
 	if _, err := c.ReadState(); !errors.Is(err, ErrNotExist) {
 		c.Close()
+		if err == nil {
+			// A create of the same id finished between the two opens.
+			return rt.Delete(id, true)
+		}
 		return fmt.Errorf("container %s: state unreadable: %v", id, err)
 	}
 	cg, err := c.ReadCgroup()
