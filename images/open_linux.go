@@ -308,7 +308,9 @@ func (o *Opened) looksLikeStore() error {
 		return err
 	}
 	for _, n := range names {
-		if n != "images.json" && n != "lock" && n != "tmp" && !strings.HasPrefix(n, ".images-") {
+		// layers: another jail opening the same new store made it
+		// since the Fstatat above.
+		if n != "layers" && n != "images.json" && n != "lock" && n != "tmp" && !strings.HasPrefix(n, ".images-") {
 			return fmt.Errorf("holds %q and no layers/: not an image store (give an empty or new directory)", n)
 		}
 	}

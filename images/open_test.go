@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -137,5 +138,32 @@ func TestOpenRefusesLinksAndOthersStores(t *testing.T) {
 				t.Errorf("%v; want %q", err, c.want)
 			}
 		})
+	}
+}
+
+// TestConcurrentPreparesOfANewStore: jails that make the same new store at
+// once all open it; one that finds layers/ made by another between its
+// look and its listing takes it for the store it is (CI once refused it as
+// "not an image store").
+func TestConcurrentPreparesOfANewStore(t *testing.T) {
+	base := t.TempDir()
+	for round := range 200 {
+		s := Store{Root: filepath.Join(base, strconv.Itoa(round))}
+		const jails = 6
+		errs := make(chan error, jails)
+		for range jails {
+			go func() {
+				o, err := s.Prepare()
+				if err == nil {
+					o.Close()
+				}
+				errs <- err
+			}()
+		}
+		for range jails {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
 	}
 }
