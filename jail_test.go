@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,7 +20,63 @@ import (
 // program is.
 func TestMain(m *testing.M) {
 	jail.Init()
-	os.Exit(m.Run())
+	// Every test's temporary directory (a persistent sandbox's state
+	// directory among them) is under one of this run's own, so that what
+	// is left can be told from other packages' tests running meanwhile.
+	tmp, err := os.MkdirTemp("", "jail-roottest-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv("TMPDIR", tmp)
+	code := m.Run()
+	if left := leftovers(tmp, 5*time.Second); left != "" {
+		fmt.Fprintf(os.Stderr, "leak after the tests: %s\n", left)
+		code = 1
+	}
+	os.RemoveAll(tmp)
+	os.Exit(code)
+}
+
+// leftovers says what the tests left (once within wait nothing is, ""):
+// processes (a persistent sandbox's monitor, its init) holding a file or
+// working directory under tmp, entries under tmp, and cgroups this process
+// made (jail names them after its pid).
+func leftovers(tmp string, wait time.Duration) string {
+	deadline := time.Now().Add(wait)
+	for {
+		var left []string
+		procs, _ := os.ReadDir("/proc")
+		for _, p := range procs {
+			if pid, err := strconv.Atoi(p.Name()); err != nil || pid == os.Getpid() {
+				continue
+			}
+			links := []string{"/proc/" + p.Name() + "/cwd"}
+			fds, _ := os.ReadDir("/proc/" + p.Name() + "/fd")
+			for _, fd := range fds {
+				links = append(links, "/proc/"+p.Name()+"/fd/"+fd.Name())
+			}
+			for _, l := range links {
+				if to, err := os.Readlink(l); err == nil && (to == tmp || strings.HasPrefix(to, tmp+"/")) {
+					comm, _ := os.ReadFile("/proc/" + p.Name() + "/cmdline")
+					left = append(left, fmt.Sprintf("process %s %q holds %s", p.Name(), strings.ReplaceAll(string(comm), "\x00", " "), to))
+					break
+				}
+			}
+		}
+		if entries, _ := os.ReadDir(tmp); len(entries) > 0 {
+			left = append(left, fmt.Sprintf("%d entries in %s (%s first)", len(entries), tmp, entries[0].Name()))
+		}
+		ours, _ := filepath.Glob(fmt.Sprintf("/sys/fs/cgroup/*/jail/%d-*", os.Getpid()))
+		more, _ := filepath.Glob(fmt.Sprintf("/sys/fs/cgroup/jail/%d-*", os.Getpid()))
+		for _, cg := range append(ours, more...) {
+			left = append(left, "cgroup "+cg)
+		}
+		if len(left) == 0 || time.Now().After(deadline) {
+			return strings.Join(left, "; ")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func TestRunStreamsAndCaptures(t *testing.T) {

@@ -2,6 +2,7 @@ package jail
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -67,6 +68,13 @@ func TestSameSandbox(t *testing.T) {
 // own (removed when the test ends) and returns its open state directory.
 func runningSandbox(t *testing.T, name string) *sandboxdir.Sandbox {
 	t.Helper()
+	sb, _ := runningSandboxOf(t, name)
+	return sb
+}
+
+// runningSandboxOf is runningSandbox that also returns its Manager.
+func runningSandboxOf(t *testing.T, name string) (*sandboxdir.Sandbox, *Manager) {
+	t.Helper()
 	dir := t.TempDir()
 	m, err := NewManager(ManagerOptions{StateDir: dir + "/state", AuditLog: "-"})
 	if err != nil {
@@ -76,13 +84,57 @@ func runningSandbox(t *testing.T, name string) *sandboxdir.Sandbox {
 	if _, err := m.Create(context.Background(), Spec{Name: name}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = m.Remove(name, true) })
+	t.Cleanup(func() {
+		if err := m.Remove(name, true); err != nil && !errors.Is(err, ErrNotFound) {
+			t.Errorf("rm -f %s: %v", name, err)
+		}
+	})
 	sb, err := m.store.Open(name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sb.Close() })
-	return sb
+	return sb, m
+}
+
+// TestForcedRemoveWithEveryClientSlotTaken: rm -f removes a sandbox whose
+// init serves as many clients as it can, and so refuses rm's connection
+// (rm waited for an end it could not ask for, failed, and left the
+// sandbox running); rm without -f says why it cannot.
+func TestForcedRemoveWithEveryClientSlotTaken(t *testing.T) {
+	sb, m := runningSandboxOf(t, "full")
+	var clients []*supervisor.Client
+	defer func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}()
+	for i := 0; i < 255; i++ {
+		c, err := supervisor.Dial(sb.Dir())
+		if err != nil {
+			t.Fatalf("client %d: %v", i, err)
+		}
+		clients = append(clients, c)
+	}
+	if _, err := clients[254].Status(context.Background()); err != nil {
+		t.Fatalf("the 255th client: %v", err)
+	}
+	if err := m.Remove("full", false); err == nil || !strings.Contains(err.Error(), "as many clients") {
+		t.Errorf("rm without -f: %v", err)
+	}
+	if err := m.Remove("full", true); err != nil {
+		t.Fatalf("rm -f: %v", err)
+	}
+	if live, _ := sb.Live(); live {
+		t.Error("the sandbox lives on after rm -f")
+	}
+	for _, c := range clients {
+		select {
+		case <-c.Gone():
+		case <-time.After(5 * time.Second):
+			t.Fatal("a client's connection outlived the sandbox")
+		}
+	}
 }
 
 // TestTooManyClientsAreToldSo: a sandbox's init serves 255 client

@@ -683,17 +683,21 @@ func (m *Manager) Remove(name string, force bool) error {
 				return fmt.Errorf("rm %s: %w: stop it first, or force its removal (-f)", name, ErrRunning)
 			}
 			if err != nil && !force {
-				return &SetupError{Step: "rm " + name, Err: errors.New("the sandbox does not answer: force its removal (-f)")}
+				return &SetupError{Step: "rm " + name, Err: fmt.Errorf("the sandbox does not answer (%w): force its removal (-f)", err)}
 			}
 			// The init kills everything and ends; its monitor then
 			// removes the directory and ends. One that does not
-			// answer loses its monitor, and its janitor then kills
-			// what is left in its cgroup.
-			_ = c.End()
-			select {
-			case <-c.Gone():
-			case <-time.After(answerWait):
+			// answer, or took no connection (every slot is a
+			// client's), loses its monitor, and its janitor then
+			// kills what is left in its cgroup.
+			if err != nil || c.End() != nil {
 				_ = c.KillMonitor()
+			} else {
+				select {
+				case <-c.Gone():
+				case <-time.After(answerWait):
+					_ = c.KillMonitor()
+				}
 			}
 		}
 		if err := waitDead(sb, 10*time.Second); err != nil {

@@ -202,12 +202,14 @@ func (c *Client) send(msg control.Message, files ...*os.File) error {
 // goneError is why the connection ended: the init's refusal, or
 // ErrSandboxGone.
 func (c *Client) goneError() error {
+	// A send fails as soon as the init has closed its end; its refusal,
+	// sent before, is read a moment later.
 	select {
 	case <-c.gone:
 		if r := c.refusal.Load(); r != nil {
 			return r
 		}
-	default:
+	case <-time.After(time.Second):
 	}
 	return ErrSandboxGone
 }
@@ -264,7 +266,7 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 	case m := <-c.statuses:
 		return Status{Commands: m.Commands, Others: m.Others, Stopped: m.Stopped, Active: control.Time(m.Active), Total: m.Total}, nil
 	case <-c.gone:
-		return Status{}, ErrSandboxGone
+		return Status{}, c.goneError()
 	case <-ctx.Done():
 		return Status{}, ctx.Err()
 	}
