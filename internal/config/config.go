@@ -224,6 +224,10 @@ type Container struct {
 	// (O_PATH): the container's process is started once `jail oci start`
 	// opens its other end. -1 in a KindEnter, whose process starts at once.
 	ExecFifoFD int `json:"exec_fifo_fd" wire:"min=-1"`
+	// PreservedFDs are the descriptors (attached, in order) the process
+	// gets as 3, 4, ... and keeps across its exec: the caller's
+	// --preserve-fds, as runc passes them (systemd's socket activation).
+	PreservedFDs []int `json:"preserved_fds,omitempty" wire:"min=4,c=preserved_fds"`
 	// CreateContainerHooks are hooks.createContainer: the init runs them
 	// in the container's namespaces, with its privileges, once the
 	// mounts are made and before it pivots into the root (the paths are

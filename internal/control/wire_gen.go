@@ -592,6 +592,10 @@ func (w *writer) putContainer(v *config.Container) {
 	w.putFilter(&v.Seccomp)
 	w.putFilter(&v.ProfileSeccomp)
 	w.int(int64(v.ExecFifoFD))
+	w.uint(uint64(len(v.PreservedFDs)))
+	for i := range v.PreservedFDs {
+		w.int(int64(v.PreservedFDs[i]))
+	}
 	w.uint(uint64(len(v.CreateContainerHooks)))
 	for i := range v.CreateContainerHooks {
 		w.putContainerHook(&v.CreateContainerHooks[i])
@@ -652,6 +656,12 @@ func (r *reader) getContainer(v *config.Container) {
 	r.getFilter(&v.Seccomp)
 	r.getFilter(&v.ProfileSeccomp)
 	v.ExecFifoFD = int(r.intIn(-1, 2147483647))
+	if n := r.count(1); n > 0 {
+		v.PreservedFDs = make([]int, n)
+		for i := range v.PreservedFDs {
+			v.PreservedFDs[i] = int(r.intIn(4, 2147483647))
+		}
+	}
 	if n := r.count(4); n > 0 {
 		v.CreateContainerHooks = make([]config.ContainerHook, n)
 		for i := range v.CreateContainerHooks {

@@ -343,8 +343,6 @@ func (cli *CLI) exec(rt *Runtime, fs *flag.FlagSet, args []string) error {
 		return errors.New(`"exec" requires a minimum of 1 argument(s)`)
 	}
 	switch {
-	case *preserve != 0:
-		return errors.New("--preserve-fds is not supported yet")
 	case cgroup != "":
 		return errors.New("--cgroup is not supported: an exec joins the container's own cgroup")
 	case len(gids) > 0:
@@ -352,6 +350,7 @@ func (cli *CLI) exec(rt *Runtime, fs *flag.FlagSet, args []string) error {
 	}
 	o.ID, o.Args, o.Env, o.Caps = fs.Arg(0), fs.Args()[1:], env, caps
 	o.AppArmor, o.SELinuxLabel = apparmor, label
+	o.PreserveFDs = *preserve
 	if err := ValidID(o.ID); err != nil {
 		return err
 	}

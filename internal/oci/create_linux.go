@@ -89,12 +89,18 @@ type creation struct {
 // --pid-file), and it is this process's child, which becomes the caller's
 // (the shim's, a subreaper) once this process exits.
 func (rt *Runtime) Create(o CreateOptions) error {
-	if o.PreserveFDs != 0 {
-		return errors.New("--preserve-fds is not supported yet")
-	}
 	if err := ValidID(o.ID); err != nil {
 		return err
 	}
+	preserved, err := preservedFDs(o.PreserveFDs)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, f := range preserved {
+			f.Close()
+		}
+	}()
 	if o.Bundle == "" {
 		o.Bundle = "."
 	}
@@ -127,14 +133,14 @@ func (rt *Runtime) Create(o CreateOptions) error {
 		return err
 	}
 	cr := &creation{rt: rt, container: c}
-	if err := cr.run(b, o, cgPath); err != nil {
+	if err := cr.run(b, o, cgPath, preserved); err != nil {
 		cr.abort()
 		return err
 	}
 	return c.Close()
 }
 
-func (cr *creation) run(b *Bundle, o CreateOptions, cgPath string) error {
+func (cr *creation) run(b *Bundle, o CreateOptions, cgPath string, preserved []*os.File) error {
 	rt, spec := cr.rt, b.Spec
 	p, err := Translate(b, TranslateOptions{CompileSeccomp: seccompCompiler(), ResolveProfile: rt.ResolveProfile})
 	if err != nil {
@@ -152,6 +158,9 @@ func (cr *creation) run(b *Bundle, o CreateOptions, cgPath string) error {
 		return err
 	}
 	p.Container.ExecFifoFD = p.Attach(fifo)
+	for _, f := range preserved {
+		p.Container.PreservedFDs = append(p.Container.PreservedFDs, p.Attach(f))
+	}
 	if err := cr.makeCgroup(cgPath, withDeviceDefaults(spec.Linux.Resources, spec.Linux.Devices)); err != nil {
 		return err
 	}

@@ -43,6 +43,9 @@ type ExecOptions struct {
 	Detach                 bool
 	PidFile                string
 	ConsoleSocket          string
+	// PreserveFDs is --preserve-fds: this process's descriptors 3, 4, ...
+	// that the process gets at the same numbers.
+	PreserveFDs int
 }
 
 // maxProcessFile bounds --process's file.
@@ -165,6 +168,15 @@ func differentNamespaces(pid int) (int64, error) {
 // in PidFile), leaving it to this process's parent (the shim, a
 // subreaper); otherwise it waits and returns the process's exit status.
 func (rt *Runtime) Exec(o ExecOptions) (int, error) {
+	preserved, err := preservedFDs(o.PreserveFDs)
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		for _, f := range preserved {
+			f.Close()
+		}
+	}()
 	op, err := rt.open(o.ID)
 	if err != nil {
 		return 0, err
@@ -213,12 +225,15 @@ func (rt *Runtime) Exec(o ExecOptions) (int, error) {
 		return 0, err
 	}
 	c.Join = []config.JoinedNamespace{{Type: ns, FD: 4}}
+	for i := range preserved {
+		c.PreservedFDs = append(c.PreservedFDs, 5+i)
+	}
 	// The process is reparented here once the role ends, and to this
 	// process's parent (the shim) once this one does.
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return 0, fmt.Errorf("subreaper: %w", err)
 	}
-	pid, err := rt.enter(op, &c, o)
+	pid, err := rt.enter(op, &c, o, preserved)
 	if err != nil {
 		return 0, err
 	}
@@ -250,7 +265,7 @@ func (rt *Runtime) Exec(o ExecOptions) (int, error) {
 
 // enter starts the enter role in the container's cgroup with c and
 // returns the pid of the process it forked, once it reported created.
-func (rt *Runtime) enter(op *opened, c *config.Container, o ExecOptions) (int, error) {
+func (rt *Runtime) enter(op *opened, c *config.Container, o ExecOptions, preserved []*os.File) (int, error) {
 	prog, err := programs.Open(programs.Helper)
 	if err != nil {
 		return 0, fmt.Errorf("exec: %w", err)
@@ -286,7 +301,7 @@ func (rt *Runtime) enter(op *opened, c *config.Container, o ExecOptions) (int, e
 			return fail(err)
 		}
 	}
-	if err := conn.Send(control.Message{Kind: control.KindEnter, Container: c}, op.pidfd); err != nil {
+	if err := conn.Send(control.Message{Kind: control.KindEnter, Container: c}, append([]*os.File{op.pidfd}, preserved...)...); err != nil {
 		return fail(fmt.Errorf("exec: %w", err))
 	}
 	for {

@@ -16,13 +16,15 @@
  *     read-only paths last;
  *  5. it reports created and waits on the exec FIFO, which only the state
  *     directory's owner can open;
- *  6. once started: rlimits, groups and ids, capabilities, no_new_privs,
+ *  6. once started: the caller's preserved descriptors moved to 3, 4, ...,
+ *     rlimits, groups and ids, capabilities, no_new_privs,
  *     the bundle's filter, the working directory, execve (oom_score_adj is
  *     jail oci create's to set, through the host's /proc, once the role
  *     reports this process: it has the privilege to lower it and says so
  *     when it cannot).
  * Nothing of the container runs before 6, and the role keeps no descriptor
- * of the host but stdio past its exec (all are close-on-exec).
+ * of the host past its exec but stdio and those its caller preserved (all
+ * others are close-on-exec).
  */
 
 #include <linux/magic.h> /* PROC_SUPER_MAGIC, DEVPTS_SUPER_MAGIC */
@@ -362,6 +364,8 @@ static int write_sysctls(const struct container *c, struct failure *f)
 enum {
 	/* At most this many hooks of each kind (oci.MaxContainerHooks). */
 	MAX_CONTAINER_HOOKS = 64,
+	/* At most this many descriptors preserved (oci.MaxPreservedFDs). */
+	MAX_PRESERVED_FDS = 32,
 	/* A failed hook's error quotes this much of its output. */
 	HOOK_OUTPUT = 256,
 	/* What is read of its output once it has ended: a process it left
@@ -897,6 +901,43 @@ static int apparmor_write(int fd, const struct container_process *p, struct fail
 	return 0;
 }
 
+/* preserve_fds gives the process the caller's preserved descriptors
+ * (--preserve-fds) as 3, 4, ..., open across its exec, as runc does. Each
+ * is first copied above that range, and so is *fifo (the exec FIFO, still
+ * to be written) when it is in it: no dup2 then overwrites a descriptor
+ * still to be moved. The copies it leaves are close-on-exec, as every
+ * other descriptor of the init is. Done before the filters are loaded,
+ * which may deny what it calls. */
+static int preserve_fds(const struct container *c, int *fifo, struct failure *f)
+{
+	size_t n = c->npreserved_fds;
+	if (n == 0)
+		return 0;
+	if (n > MAX_PRESERVED_FDS)
+		return fail(f, "preserve-fds", "%zu descriptors, at most %d", n, MAX_PRESERVED_FDS);
+	int above = 3 + (int)n;
+	if (*fifo >= 0 && *fifo < above) {
+		int moved = fcntl(*fifo, F_DUPFD_CLOEXEC, above);
+		if (moved < 0)
+			return fail_errno(f, "preserve-fds", "exec fifo");
+		close(*fifo);
+		*fifo = moved;
+	}
+	int copies[MAX_PRESERVED_FDS];
+	for (size_t i = 0; i < n; i++) {
+		copies[i] = fcntl(c->preserved_fds[i], F_DUPFD_CLOEXEC, above);
+		if (copies[i] < 0)
+			return fail_errno(f, "preserve-fds", "copy");
+	}
+	for (size_t i = 0; i < n; i++) {
+		/* dup2 leaves the new descriptor open across exec. */
+		if (dup2(copies[i], 3 + (int)i) < 0)
+			return fail_errno(f, "preserve-fds", "dup2");
+		close(copies[i]);
+	}
+	return 0;
+}
+
 /* container_process turns the init into the bundle's process: called once
  * `jail oci start` opened the exec FIFO. It returns only on failure. With
  * startContainer hooks, *fifo is the exec FIFO, whose byte is not written
@@ -907,11 +948,6 @@ static int apparmor_write(int fd, const struct container_process *p, struct fail
 static int container_process(const struct container *c, int tty, int *fifo, const struct wire_bytes *state, struct failure *f)
 {
 	const struct container_process *p = &c->process;
-	for (size_t i = 0; i < p->nrlimits; i++) {
-		struct rlimit rl = {.rlim_cur = p->rlimits[i].soft, .rlim_max = p->rlimits[i].hard};
-		if (setrlimit(p->rlimits[i].type, &rl) != 0)
-			return fail_errno(f, "rlimits", NULL);
-	}
 	if (tty >= 0) {
 		if (ioctl(tty, TIOCSCTTY, 0) != 0)
 			return fail_errno(f, "terminal", "TIOCSCTTY");
@@ -926,6 +962,15 @@ static int container_process(const struct container *c, int tty, int *fifo, cons
 				return fail_errno(f, "terminal", "dup2");
 		if (tty > 2)
 			close(tty);
+	}
+	/* Before the rlimits: a lower RLIMIT_NOFILE must not keep the
+	 * preserved descriptors from being moved. */
+	if (preserve_fds(c, fifo, f) != 0)
+		return -1;
+	for (size_t i = 0; i < p->nrlimits; i++) {
+		struct rlimit rl = {.rlim_cur = p->rlimits[i].soft, .rlim_max = p->rlimits[i].hard};
+		if (setrlimit(p->rlimits[i].type, &rl) != 0)
+			return fail_errno(f, "rlimits", NULL);
 	}
 	/* Without no_new_privs a filter needs CAP_SYS_ADMIN, which the
 	 * process may be about to lose: loaded first then, as runc. */
@@ -1071,14 +1116,18 @@ failed:
  * naming no file attached is refused. */
 static int attached_fds(struct container *c, const struct message *m, struct failure *f)
 {
-	int *fds[1 + 64];
+	int *fds[64 + 1 + MAX_PRESERVED_FDS];
 	size_t n = 0;
-	for (size_t i = 0; i < c->njoin && n < 64; i++)
-		fds[n++] = &c->join[i].fd;
 	if (c->njoin >= 64)
 		return fail(f, "container", "too many namespaces to join");
+	if (c->npreserved_fds > MAX_PRESERVED_FDS)
+		return fail(f, "preserve-fds", "%zu descriptors, at most %d", c->npreserved_fds, MAX_PRESERVED_FDS);
+	for (size_t i = 0; i < c->njoin; i++)
+		fds[n++] = &c->join[i].fd;
 	if (c->exec_fifo_fd >= 0)
 		fds[n++] = &c->exec_fifo_fd;
+	for (size_t i = 0; i < c->npreserved_fds; i++)
+		fds[n++] = &c->preserved_fds[i];
 	for (size_t i = 0; i < n; i++) {
 		int index = *fds[i] - (CONTROL_FD + 1);
 		if (index < 0 || index >= m->nfds)

@@ -495,6 +495,8 @@ struct container {
 	struct filter seccomp;
 	struct filter profile_seccomp;
 	int exec_fifo_fd;
+	int *preserved_fds; /* npreserved_fds elements, then a zero one */
+	size_t npreserved_fds;
 	struct container_hook *create_container_hooks; /* ncreate_container_hooks elements, then a zero one */
 	size_t ncreate_container_hooks;
 	struct container_hook *start_container_hooks; /* nstart_container_hooks elements, then a zero one */
@@ -1379,6 +1381,11 @@ static void wire_get_container(struct wire_reader *r, struct container *v)
 	wire_get_filter(r, &v->seccomp);
 	wire_get_filter(r, &v->profile_seccomp);
 	v->exec_fifo_fd = (int)wire_read_int_in(r, -1LL, INT32_MAX);
+	v->npreserved_fds = wire_read_count(r, 1);
+	v->preserved_fds = wire_alloc(v->npreserved_fds + 1, sizeof(*v->preserved_fds));
+	for (size_t i = 0; i < v->npreserved_fds; i++) {
+		v->preserved_fds[i] = (int)wire_read_int_in(r, 4LL, INT32_MAX);
+	}
 	v->ncreate_container_hooks = wire_read_count(r, 4);
 	v->create_container_hooks = wire_alloc(v->ncreate_container_hooks + 1, sizeof(*v->create_container_hooks));
 	for (size_t i = 0; i < v->ncreate_container_hooks; i++) {
@@ -1430,6 +1437,10 @@ static void wire_put_container(struct wire_writer *w, const struct container *v)
 	wire_put_filter(w, &v->seccomp);
 	wire_put_filter(w, &v->profile_seccomp);
 	wire_put_int(w, v->exec_fifo_fd);
+	wire_put_uint(w, v->npreserved_fds);
+	for (size_t i = 0; i < v->npreserved_fds; i++) {
+		wire_put_int(w, v->preserved_fds[i]);
+	}
 	wire_put_uint(w, v->ncreate_container_hooks);
 	for (size_t i = 0; i < v->ncreate_container_hooks; i++) {
 		wire_put_container_hook(w, &v->create_container_hooks[i]);
@@ -1473,6 +1484,7 @@ static void wire_free_container(struct container *v)
 	wire_free_container_process(&v->process);
 	wire_free_filter(&v->seccomp);
 	wire_free_filter(&v->profile_seccomp);
+	free(v->preserved_fds);
 	for (size_t i = 0; v->create_container_hooks != NULL && i < v->ncreate_container_hooks; i++) {
 		wire_free_container_hook(&v->create_container_hooks[i]);
 	}
@@ -2138,6 +2150,12 @@ static void wire_print_container(FILE *out, const char *path, const struct conta
 	wire_print_filter(out, key, &v->profile_seccomp);
 	wire_key(key, sizeof(key), path, ".ExecFifoFD", -1);
 	fprintf(out, "%s=%lld\n", key, (long long)v->exec_fifo_fd);
+	wire_key(key, sizeof(key), path, ".PreservedFDs", -1);
+	fprintf(out, "%s.len=%zu\n", key, v->npreserved_fds);
+	for (size_t i = 0; i < v->npreserved_fds; i++) {
+		wire_key(key, sizeof(key), path, ".PreservedFDs", (long long)i);
+		fprintf(out, "%s=%lld\n", key, (long long)v->preserved_fds[i]);
+	}
 	wire_key(key, sizeof(key), path, ".CreateContainerHooks", -1);
 	fprintf(out, "%s.len=%zu\n", key, v->ncreate_container_hooks);
 	for (size_t i = 0; i < v->ncreate_container_hooks; i++) {

@@ -1,0 +1,159 @@
+package test
+
+import (
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// ociWithFiles runs jail oci in mode m with state root root, extra as its
+// descriptors 3, 4, ..., and returns what it did.
+func ociWithFiles(t *testing.T, m mode, root string, extra []*os.File, args ...string) result {
+	t.Helper()
+	cmd := command(m, append([]string{"oci", "--root", root}, args...)...)
+	cmd.ExtraFiles = extra
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	r := result{}
+	if err := cmd.Run(); err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			t.Fatal(err)
+		}
+		r.code = ee.ExitCode()
+	}
+	r.stdout, r.stderr = stdout.String(), stderr.String()
+	return r
+}
+
+// readPipe returns a pipe's read end and a channel that gets all that was
+// written to its write end once every copy of it is closed.
+func readPipe(t *testing.T) (w *os.File, got <-chan string) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan string, 1)
+	go func() {
+		defer r.Close()
+		b, _ := io.ReadAll(r)
+		ch <- string(b)
+	}()
+	return w, ch
+}
+
+func received(t *testing.T, got <-chan string, what string) string {
+	t.Helper()
+	select {
+	case s := <-got:
+		return s
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s: its pipe was not closed", what)
+		return ""
+	}
+}
+
+// TestOCIPreserveFDs: create --preserve-fds N gives the container's
+// process the N descriptors after stdio that jail oci was given, at the
+// same numbers (systemd's socket activation, as podman and runc pass it),
+// and exec --preserve-fds does so for an exec'd process; they get no other
+// descriptor, a startContainer hook gets none of them, and a count that
+// names a descriptor jail was not given (none, or one of jail's own) or is
+// out of bounds is refused with one line, leaving nothing behind.
+func TestOCIPreserveFDs(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		if m.rootless {
+			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
+		}
+		spec := ociDefaultSpec([]string{"sh", "-c", "echo to-3 >&3; cat <&4 >&3; exec 3>&- 4<&-; exec sleep 1000"})
+		// Its exec FIFO, kept open while the hook runs, is at a number
+		// the preserved descriptors take.
+		spec.Hooks = &specs.Hooks{StartContainer: []specs.Hook{{Path: "/bin/sh", Args: []string{"sh", "-c", "ls /proc/self/fd >/tmp/hook-fds"}}}}
+		root, bundle := ociOwnBundle(t, m, spec, nil, nil)
+		four := filepath.Join(bundle, "four")
+		if err := os.WriteFile(four, []byte("content of 4\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fourFile, err := os.Open(four)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer fourFile.Close()
+		t.Cleanup(func() { jail(t, m, "oci", "--root", root, "delete", "--force", "box") })
+
+		w, got := readPipe(t)
+		r := ociWithFiles(t, m, root, []*os.File{w, fourFile}, "create", "--bundle", bundle, "--preserve-fds", "2", "box")
+		w.Close()
+		if r.code != 0 {
+			t.Fatalf("create --preserve-fds 2: %d %q", r.code, r.stderr)
+		}
+		if r := jail(t, m, "oci", "--root", root, "start", "box"); r.code != 0 {
+			t.Fatalf("start: %d %q", r.code, r.stderr)
+		}
+		if s := received(t, got, "the container's fd 3"); s != "to-3\ncontent of 4\n" {
+			t.Errorf("the container's process wrote %q to its fd 3", s)
+		}
+		if r := jail(t, m, "oci", "--root", root, "exec", "box", "cat", "/tmp/hook-fds"); r.code != 0 || r.stdout != "0\n1\n2\n3\n" {
+			// ls's own directory is 3: nothing of the caller's.
+			t.Errorf("the startContainer hook's descriptors: %d %q %q", r.code, r.stdout, r.stderr)
+		}
+
+		w, got = readPipe(t)
+		r = ociWithFiles(t, m, root, []*os.File{w}, "exec", "--preserve-fds", "1", "box", "sh", "-c", "echo exec-to-3 >&3; ls /proc/$$/fd")
+		w.Close()
+		if r.code != 0 || r.stdout != "0\n1\n2\n3\n" {
+			t.Errorf("exec --preserve-fds 1: %d, descriptors %q, %q", r.code, r.stdout, r.stderr)
+		}
+		if s := received(t, got, "the exec'd fd 3"); s != "exec-to-3\n" {
+			t.Errorf("the exec'd process wrote %q to its fd 3", s)
+		}
+		// Moved before the process's rlimits: copying 2 above 3 and 4
+		// fails with RLIMIT_NOFILE 6.
+		proc := filepath.Join(bundle, "process.json")
+		data, _ := json.Marshal(specs.Process{Args: []string{"ls", "/proc/self/fd"}, Cwd: "/", Env: []string{"PATH=/bin"},
+			Rlimits: []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Soft: 6, Hard: 1024}}})
+		if err := os.WriteFile(proc, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r = ociWithFiles(t, m, root, []*os.File{fourFile, fourFile}, "exec", "--preserve-fds", "2", "--process", proc, "box")
+		if r.code != 0 || r.stdout != "0\n1\n2\n3\n4\n5\n" {
+			t.Errorf("exec --preserve-fds 2 with RLIMIT_NOFILE 6: %d, descriptors %q, %q", r.code, r.stdout, r.stderr)
+		}
+		// Without the flag, nothing of the caller's.
+		w, _ = readPipe(t)
+		r = ociWithFiles(t, m, root, []*os.File{w}, "exec", "box", "sh", "-c", "ls /proc/$$/fd")
+		w.Close()
+		if r.code != 0 || r.stdout != "0\n1\n2\n" {
+			t.Errorf("exec without --preserve-fds: %d, descriptors %q, %q", r.code, r.stdout, r.stderr)
+		}
+
+		for _, c := range []struct {
+			args  []string
+			files int
+			want  string
+		}{
+			{[]string{"--preserve-fds", "1"}, 0, "--preserve-fds 1: descriptor 3 "},
+			{[]string{"--preserve-fds", "3"}, 2, "--preserve-fds 3: descriptor 5 "},
+			{[]string{"--preserve-fds", "-1"}, 0, "must be from 0 to 32"},
+			{[]string{"--preserve-fds", "33"}, 0, "must be from 0 to 32"},
+		} {
+			extra := make([]*os.File, c.files)
+			for i := range extra {
+				extra[i] = fourFile
+			}
+			expectOneLineFailure(t, ociWithFiles(t, m, root, extra, append(append([]string{"create", "--bundle", bundle}, c.args...), "other")...), c.want)
+			expectOneLineFailure(t, ociWithFiles(t, m, root, extra, append(append([]string{"exec"}, c.args...), "box", "true")...), c.want)
+		}
+		if r := jail(t, m, "oci", "--root", root, "list", "-q"); r.stdout != "box\n" {
+			t.Errorf("after refused creates, the containers are %q", r.stdout)
+		}
+	})
+}
