@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -19,8 +18,20 @@ func ociWithFiles(t *testing.T, m mode, root string, extra []*os.File, args ...s
 	t.Helper()
 	cmd := command(m, append([]string{"oci", "--root", root}, args...)...)
 	cmd.ExtraFiles = extra
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	// Files, not pipes: a container created keeps create's stdio, and
+	// Run would wait for the pipes' end.
+	dir := t.TempDir()
+	stdout, err := os.Create(filepath.Join(dir, "stdout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdout.Close()
+	stderr, err := os.Create(filepath.Join(dir, "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stderr.Close()
+	cmd.Stdout, cmd.Stderr = stdout, stderr
 	r := result{}
 	if err := cmd.Run(); err != nil {
 		ee, ok := err.(*exec.ExitError)
@@ -29,7 +40,9 @@ func ociWithFiles(t *testing.T, m mode, root string, extra []*os.File, args ...s
 		}
 		r.code = ee.ExitCode()
 	}
-	r.stdout, r.stderr = stdout.String(), stderr.String()
+	out, _ := os.ReadFile(stdout.Name())
+	errs, _ := os.ReadFile(stderr.Name())
+	r.stdout, r.stderr = string(out), string(errs)
 	return r
 }
 
@@ -107,9 +120,9 @@ func TestOCIPreserveFDs(t *testing.T) {
 		}
 
 		w, got = readPipe(t)
-		r = ociWithFiles(t, m, root, []*os.File{w}, "exec", "--preserve-fds", "1", "box", "sh", "-c", "echo exec-to-3 >&3; ls /proc/$$/fd")
+		r = ociWithFiles(t, m, root, []*os.File{w}, "exec", "--preserve-fds", "1", "box", "sh", "-c", "echo exec-to-3 >&3; exec ls /proc/self/fd")
 		w.Close()
-		if r.code != 0 || r.stdout != "0\n1\n2\n3\n" {
+		if r.code != 0 || r.stdout != "0\n1\n2\n3\n4\n" { // 4: ls's directory
 			t.Errorf("exec --preserve-fds 1: %d, descriptors %q, %q", r.code, r.stdout, r.stderr)
 		}
 		if s := received(t, got, "the exec'd fd 3"); s != "exec-to-3\n" {
@@ -129,9 +142,9 @@ func TestOCIPreserveFDs(t *testing.T) {
 		}
 		// Without the flag, nothing of the caller's.
 		w, _ = readPipe(t)
-		r = ociWithFiles(t, m, root, []*os.File{w}, "exec", "box", "sh", "-c", "ls /proc/$$/fd")
+		r = ociWithFiles(t, m, root, []*os.File{w}, "exec", "box", "ls", "/proc/self/fd")
 		w.Close()
-		if r.code != 0 || r.stdout != "0\n1\n2\n" {
+		if r.code != 0 || r.stdout != "0\n1\n2\n3\n" { // 3: ls's directory
 			t.Errorf("exec without --preserve-fds: %d, descriptors %q, %q", r.code, r.stdout, r.stderr)
 		}
 
