@@ -53,7 +53,7 @@ func TestOCICreateContainerHooksRunInTheContainerBeforeItsPivot(t *testing.T) {
 	checkNoLeaks(t)
 	forEachMode(t, func(t *testing.T, m mode) {
 		if m.rootless {
-			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
+			t.Skip("rootless jail oci needs a bundle with a user namespace: TestOCIContainerInAUserNamespace runs one")
 		}
 		spec := ociDefaultSpec([]string{"sh", "-c", "cat /tmp/marker; exec sleep 1000"})
 		root, bundle := ociOwnBundle(t, m, spec, nil, nil)
@@ -121,7 +121,7 @@ func TestOCIStartContainerHooksRunInTheRootAsTheProcess(t *testing.T) {
 	checkNoLeaks(t)
 	forEachMode(t, func(t *testing.T, m mode) {
 		if m.rootless {
-			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
+			t.Skip("rootless jail oci needs a bundle with a user namespace: TestOCIContainerInAUserNamespace runs one")
 		}
 		spec := ociDefaultSpec([]string{"sh", "-c", "cat /tmp/marker; exec sleep 1000"})
 		spec.Process.User = specs.User{UID: 1000, GID: 1000}
@@ -243,7 +243,7 @@ func TestOCIContainerHookFailuresFailCreateOrStart(t *testing.T) {
 	}
 	forEachMode(t, func(t *testing.T, m mode) {
 		if m.rootless {
-			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
+			t.Skip("rootless jail oci needs a bundle with a user namespace: TestOCIContainerInAUserNamespace runs one")
 		}
 		for _, c := range cases {
 			t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
@@ -386,7 +386,7 @@ func TestOCIStartEndedDuringAStartContainerHook(t *testing.T) {
 	checkNoLeaks(t)
 	forEachMode(t, func(t *testing.T, m mode) {
 		if m.rootless {
-			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
+			t.Skip("rootless jail oci needs a bundle with a user namespace: TestOCIContainerInAUserNamespace runs one")
 		}
 		spec := ociDefaultSpec([]string{"sh", "-c", "echo ran > /shared/ran; exec sleep 1000"})
 		spec.Hooks = &specs.Hooks{StartContainer: []specs.Hook{{Path: "/bin/sh", Args: []string{"sh", "-c",
@@ -439,7 +439,7 @@ func TestOCICreateEndedDuringACreateContainerHook(t *testing.T) {
 	checkNoLeaks(t)
 	forEachMode(t, func(t *testing.T, m mode) {
 		if m.rootless {
-			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
+			t.Skip("rootless jail oci needs a bundle with a user namespace: TestOCIContainerInAUserNamespace runs one")
 		}
 		for _, kind := range []string{"createContainer", "prestart"} {
 			t.Run(kind, func(t *testing.T) {

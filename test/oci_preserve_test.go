@@ -84,7 +84,7 @@ func received(t *testing.T, got <-chan string, what string) string {
 func TestOCIPreserveFDs(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		if m.rootless {
-			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
+			t.Skip("rootless jail oci needs a bundle with a user namespace: TestOCIContainerInAUserNamespace runs one")
 		}
 		spec := ociDefaultSpec([]string{"sh", "-c", "echo to-3 >&3; cat <&4 >&3; exec 3>&- 4<&-; exec sleep 1000"})
 		// Its exec FIFO, kept open while the hook runs, is at a number

@@ -309,7 +309,7 @@ func ociWithOutput(t *testing.T, m mode, root, bundle string) (oci func(args ...
 func TestOCIContainerLifecycle(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		if m.rootless {
-			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
+			t.Skip("rootless jail oci needs a bundle with a user namespace: TestOCIContainerInAUserNamespace runs one")
 		}
 		root := ociRoot(t, m)
 		bundle := ociBundle(t, "sh", "-c", "echo started as $$ in $(hostname); touch /x 2>/dev/null || echo root ro; grep CapBnd /proc/self/status; exec sleep 1000")
@@ -401,7 +401,7 @@ func TestOCIContainerLifecycle(t *testing.T) {
 func TestOCICapabilityBoundingIgnoresTheContainersProc(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		if m.rootless {
-			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
+			t.Skip("rootless jail oci needs a bundle with a user namespace: TestOCIContainerInAUserNamespace runs one")
 		}
 		root := ociRoot(t, m)
 		bundle := ociBundle(t)
@@ -446,7 +446,7 @@ func TestOCICapabilityBoundingIgnoresTheContainersProc(t *testing.T) {
 func TestOCIRefusesMountDestinationsLedIntoProc(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		if m.rootless {
-			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
+			t.Skip("rootless jail oci needs a bundle with a user namespace: TestOCIContainerInAUserNamespace runs one")
 		}
 		for _, link := range []string{"/proc", "/proc/sys/kernel", "../proc/self"} {
 			root := ociRoot(t, m)
@@ -668,7 +668,7 @@ func TestOCIExecOnATerminal(t *testing.T) {
 	checkNoLeaks(t)
 	forEachMode(t, func(t *testing.T, m mode) {
 		if m.rootless {
-			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
+			t.Skip("rootless jail oci needs a bundle with a user namespace: TestOCIContainerInAUserNamespace runs one")
 		}
 		root, bundle := ociOwnBundle(t, m, ociDefaultSpec([]string{"sleep", "1000"}), []string{"tty"}, nil)
 		t.Cleanup(func() { jail(t, m, "oci", "--root", root, "delete", "--force", "box") })
@@ -708,7 +708,7 @@ func TestOCITerminalOnlyFromTheContainersDevpts(t *testing.T) {
 	checkNoLeaks(t)
 	forEachMode(t, func(t *testing.T, m mode) {
 		if m.rootless {
-			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
+			t.Skip("rootless jail oci needs a bundle with a user namespace: TestOCIContainerInAUserNamespace runs one")
 		}
 		spec := ociDefaultSpec([]string{"sh", "-c", "mkdir -p /dev/pts && mkfifo /dev/pts/ptmx && cat /dev/pts/ptmx; echo opened > /dev/opened; exec sleep 1000"})
 		var mounts []specs.Mount
@@ -752,7 +752,7 @@ func TestOCIOomScoreAdjReachesTheProcess(t *testing.T) {
 	checkNoLeaks(t)
 	forEachMode(t, func(t *testing.T, m mode) {
 		if m.rootless {
-			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
+			t.Skip("rootless jail oci needs a bundle with a user namespace: TestOCIContainerInAUserNamespace runs one")
 		}
 		spec := ociDefaultSpec([]string{"sleep", "1000"})
 		adj := 567
@@ -779,7 +779,7 @@ func TestOCIForcedDeleteEndsACreatedContainer(t *testing.T) {
 	checkNoLeaks(t)
 	forEachMode(t, func(t *testing.T, m mode) {
 		if m.rootless {
-			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
+			t.Skip("rootless jail oci needs a bundle with a user namespace: TestOCIContainerInAUserNamespace runs one")
 		}
 		for _, force := range []bool{true, false} {
 			root := ociRoot(t, m)
@@ -815,7 +815,7 @@ func TestOCIBindSourceSwappedAfterCreateOpenedItIsRefused(t *testing.T) {
 	checkNoLeaks(t)
 	forEachMode(t, func(t *testing.T, m mode) {
 		if m.rootless {
-			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
+			t.Skip("rootless jail oci needs a bundle with a user namespace: TestOCIContainerInAUserNamespace runs one")
 		}
 		spec := ociDefaultSpec([]string{"sleep", "1000"})
 		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: "/data", Type: "bind", Source: "volume", Options: []string{"rbind", "ro"}})

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
 	"github.com/jail-sandbox/jail/internal/config"
@@ -19,10 +20,25 @@ import (
 // it, then the tmpfs made read-only when the mount asked for it. In a new
 // cgroup namespace each hierarchy shows the container's cgroup as its
 // root; in the host's, the host's tree, read-only unless asked otherwise.
-func expandCgroupMount(m config.ContainerMount) ([]config.ContainerMount, error) {
+//
+// In a user namespace (the container's mount namespace is then its), the
+// kernel mounts no v1 hierarchy, and cgroup2 only in a cgroup namespace made
+// there: otherwise the host's /sys/fs/cgroup is bound instead (recursively,
+// with the mount's read-only and other flags on every mount of it), as runc
+// falls back to. The container then sees the host's tree, which its user
+// may read on the host, and may write only what is delegated to it.
+func expandCgroupMount(b *Bundle, m config.ContainerMount, userns, newCgroupNS bool) ([]config.ContainerMount, error) {
 	_, v2, err := cgroupMounts()
 	if err != nil {
 		return nil, fmt.Errorf("the host's cgroups: %w", err)
+	}
+	if userns && (!v2 || !newCgroupNS) {
+		bind, err := translateMount(b, specs.Mount{Destination: m.Destination, Type: "bind", Source: cgroupRoot, Options: []string{"rbind"}})
+		if err != nil {
+			return nil, err
+		}
+		bind.Flags |= m.Flags & (unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC)
+		return []config.ContainerMount{bind}, nil
 	}
 	if v2 {
 		m.Type, m.Source, m.Data = "cgroup2", "cgroup", ""

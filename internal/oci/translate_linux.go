@@ -111,7 +111,7 @@ func Translate(b *Bundle, opts TranslateOptions) (*Prepared, error) {
 			return nil, fmt.Errorf("oci: mounts[%d] (%s): %w", i, m.Destination, err)
 		}
 		if cm.Type == "cgroup" {
-			expanded, err := expandCgroupMount(cm)
+			expanded, err := expandCgroupMount(b, cm, ns.has("user"), ns.isNew("cgroup"))
 			if err != nil {
 				return nil, fmt.Errorf("oci: mounts[%d] (%s): %w", i, m.Destination, err)
 			}

@@ -156,6 +156,18 @@ static int container_mounts(const struct container *c, struct builder *b)
 		} else {
 			unsigned long flags = (unsigned long)(m->flags & ~(uint64_t)(MS_BIND | MS_REC));
 			err = mount_at(m->source[0] != '\0' ? m->source : m->type, target, m->type, flags, m->data[0] != '\0' ? m->data : NULL);
+			/* EBUSY: the mount at the destination is this very
+			 * filesystem's root already (a bind of the host's /sys
+			 * brought the host's cgroup2, and the container's cgroup
+			 * namespace has the host's root): it stays, with the
+			 * mount's flags added, as runc keeps the host's tree. */
+			struct statfs there;
+			if (err != 0 && errno == EBUSY && strcmp(m->type, "cgroup2") == 0 && fstatfs(target, &there) == 0 &&
+			    there.f_type == CGROUP2_SUPER_MAGIC) {
+				struct mount_attr attr = {.attr_set = mount_attrs(m->flags)};
+				err = mount_setattr(target, "", AT_EMPTY_PATH, &attr, sizeof(attr));
+				what = "mount_setattr";
+			}
 		}
 		close(target);
 		if (err != 0)
@@ -1210,10 +1222,19 @@ static int container_main(void)
 			fail_errno(&f, "new namespaces", "user");
 			goto failed;
 		}
+		/* An unprivileged jail oci create writes the maps (and
+		 * setgroups) through /proc/PID, whose files are root's while
+		 * the role is not dumpable: dumpable until mapped then, as
+		 * runc's nsexec. The role holds nothing its user does not. */
+		bool unprivileged = geteuid() != 0;
+		if (unprivileged && prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0)
+			return 1;
 		struct report userns = {.kind = "userns"};
 		struct message mapped;
 		if (send_report(CONTROL_FD, &userns, NULL, 0) != 0 || recv_message(CONTROL_FD, &mapped) != 0 ||
 		    strcmp(mapped.kind, "mapped") != 0)
+			return 1;
+		if (unprivileged && prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
 			return 1;
 	}
 	if (in_userns && become_root(&f) != 0)

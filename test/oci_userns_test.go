@@ -1,0 +1,234 @@
+package test
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// ociUsernsSpec is `runc spec --rootless`'s configuration (a user
+// namespace mapping the container's root to one id of the host, no
+// network namespace, the host's /sys bound, no resources) with args and
+// the container's root mapped to uid and gid.
+func ociUsernsSpec(args []string, uid, gid, size uint32) *specs.Spec {
+	spec := ociDefaultSpec(args)
+	spec.Linux.Resources = nil
+	spec.Linux.Namespaces = []specs.LinuxNamespace{{Type: "pid"}, {Type: "ipc"}, {Type: "uts"}, {Type: "mount"}, {Type: "user"}}
+	spec.Linux.UIDMappings = []specs.LinuxIDMapping{{ContainerID: 0, HostID: uid, Size: size}}
+	spec.Linux.GIDMappings = []specs.LinuxIDMapping{{ContainerID: 0, HostID: gid, Size: size}}
+	for i, m := range spec.Mounts {
+		if m.Destination == "/sys" {
+			spec.Mounts[i] = specs.Mount{Destination: "/sys", Type: "none", Source: "/sys", Options: []string{"rbind", "nosuid", "noexec", "nodev", "ro"}}
+		}
+	}
+	return spec
+}
+
+// TestOCIContainerInAUserNamespace: a bundle with a user namespace runs
+// through jail oci as root (its root mapped to a range of the host's ids)
+// and as an unprivileged user (`runc spec --rootless`: its root mapped to
+// the user's own id, the maps written without newuidmap, no cgroup of its
+// own): its process is root of the namespace only, an exec joins it, the
+// cgroup mount (which the kernel does not make in a user namespace on a v1
+// host, nor cgroup2 without a cgroup namespace of its own) is the host's
+// tree bound read-only, and nothing is left once it is deleted.
+func TestOCIContainerInAUserNamespace(t *testing.T) {
+	t.Run("host cgroup namespace", func(t *testing.T) { testOCIContainerInAUserNamespace(t, false) })
+	// On a v2 host, cgroup2 is mounted in it; on a v1 host, bound still.
+	t.Run("cgroup namespace", func(t *testing.T) { testOCIContainerInAUserNamespace(t, true) })
+}
+
+func testOCIContainerInAUserNamespace(t *testing.T, cgroupNS bool) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		uid, gid, size := uint32(100000), uint32(100000), uint32(65536)
+		if m.rootless {
+			uid, gid, size = uint32(rootless.uid), uint32(rootless.gid), 1
+		}
+		script := "cat /proc/self/uid_map /proc/self/gid_map; id -u; ls /sys/fs/cgroup >/dev/null && echo cgroups listed; " +
+			"touch /sys/fs/cgroup/x 2>/dev/null || echo cgroups read-only; exec sleep 1000"
+		if m.rootless && !cgroupNS {
+			// Without one, said before anything is made.
+			norm := ociRoot(t, m)
+			expectOneLineFailure(t, jail(t, m, "oci", "--root", norm, "create", "--bundle", ociBundle(t, "true"), "plain"), "no user namespace")
+			if _, err := os.Stat(filepath.Join(norm, "plain")); !os.IsNotExist(err) {
+				t.Errorf("a refused create left its state: %v", err)
+			}
+		}
+		spec := ociUsernsSpec([]string{"sh", "-c", script}, uid, gid, size)
+		if cgroupNS {
+			spec.Linux.Namespaces = append(spec.Linux.Namespaces, specs.LinuxNamespace{Type: "cgroup"})
+		}
+		root, bundle := ociOwnBundle(t, m, spec, nil, nil)
+		oci, out := ociWithOutput(t, m, root, bundle)
+		var pid int
+		t.Cleanup(func() {
+			jail(t, m, "oci", "--root", root, "delete", "--force", "box")
+			if pid > 0 {
+				waitFor(t, 10*time.Second, "the container's process gone", func() bool { return !processExists(pid) })
+			}
+		})
+		var owner *account
+		if m.rootless {
+			owner = rootless
+		}
+		pidFile := filepath.Join(sharedTempDir(t, owner), "pid")
+		if code := oci("create", "--bundle", bundle, "--pid-file", pidFile, "box"); code != 0 {
+			b, _ := os.ReadFile(out)
+			t.Fatalf("create: exit %d: %s", code, b)
+		}
+		pid = readPid(t, pidFile)
+		if code := oci("start", "box"); code != 0 {
+			b, _ := os.ReadFile(out)
+			t.Fatalf("start: exit %d: %s", code, b)
+		}
+		waitFor(t, 10*time.Second, "the process's lines", func() bool {
+			b, _ := os.ReadFile(out)
+			return strings.Contains(string(b), "cgroups read-only")
+		})
+		b, _ := os.ReadFile(out)
+		for _, want := range []string{
+			"0 " + itoa(int(uid)) + " " + itoa(int(size)) + "\n",
+			"0 " + itoa(int(gid)) + " " + itoa(int(size)) + "\n",
+			"\n0\n", "cgroups listed\n", "cgroups read-only\n",
+		} {
+			if !strings.Contains(squeezeSpaces(string(b)), want) {
+				t.Errorf("no %q in the output:\n%s", want, b)
+			}
+		}
+		// The host sees the process as the mapped id.
+		if st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status"); err != nil || !strings.Contains(string(st), "\nUid:\t"+itoa(int(uid))+"\t") {
+			t.Errorf("the process on the host: %v\n%s", err, st)
+		}
+		r := jail(t, m, "oci", "--root", root, "exec", "box", "sh", "-c", "id -u; cat /proc/self/uid_map")
+		if r.code != 0 || !strings.HasPrefix(r.stdout, "0\n") || !strings.Contains(squeezeSpaces(r.stdout), "0 "+itoa(int(uid))+" "+itoa(int(size))) {
+			t.Errorf("exec: %d %q %q", r.code, r.stdout, r.stderr)
+		}
+		if code := oci("kill", "box", "KILL"); code != 0 {
+			t.Errorf("kill: exit %d", code)
+		}
+		waitFor(t, 10*time.Second, "the container stopped", func() bool {
+			var st specs.State
+			return json.Unmarshal([]byte(mustRun(t, m, "oci", "--root", root, "state", "box")), &st) == nil && st.Status == specs.StateStopped
+		})
+		if code := oci("delete", "box"); code != 0 {
+			t.Errorf("delete: exit %d", code)
+		}
+	})
+}
+
+// squeezeSpaces makes every run of blanks one space (the id maps align
+// their columns).
+func squeezeSpaces(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = strings.Join(strings.Fields(l), " ")
+	}
+	return strings.Join(lines, "\n")
+}
+
+func processExists(pid int) bool {
+	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
+	return err == nil
+}
+
+func readPid(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || n <= 0 {
+		t.Fatalf("pid file %q", b)
+	}
+	return n
+}
+
+// TestOCIRootlessWithSubordinateIDs: an unprivileged user's bundle that
+// maps the container's root to the user and ids 1..65535 to the user's
+// subordinate range gets its maps through newuidmap and newgidmap, and a
+// process exec'd as the container's uid 1000 is the range's id on the host.
+func TestOCIRootlessWithSubordinateIDs(t *testing.T) {
+	acct, subUID := subIDAccount(t)
+	subGID := subGIDStart(t, "jail-test-sub")
+	checkNoLeaks(t)
+	spec := ociUsernsSpec([]string{"sh", "-c", "cat /proc/self/uid_map /proc/self/gid_map; echo listed; exec sleep 1000"}, uint32(acct.uid), uint32(acct.gid), 1)
+	spec.Linux.UIDMappings = append(spec.Linux.UIDMappings, specs.LinuxIDMapping{ContainerID: 1, HostID: uint32(subUID), Size: 65535})
+	spec.Linux.GIDMappings = append(spec.Linux.GIDMappings, specs.LinuxIDMapping{ContainerID: 1, HostID: uint32(subGID), Size: 65535})
+	_, bundle := ociOwnBundle(t, asRoot, spec, nil, nil)
+	root := filepath.Join(sharedTempDir(t, acct), "state")
+	out, err := os.Create(filepath.Join(sharedTempDir(t, acct), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	oci := func(args ...string) (string, int) {
+		cmd := exec.Command("setpriv", append([]string{"--reuid", strconv.Itoa(acct.uid), "--regid", strconv.Itoa(acct.gid), "--clear-groups", "--",
+			jailBin, "oci", "--root", root}, args...)...)
+		cmd.Env = []string{"PATH=" + systemPath, "HOME=" + acct.home}
+		cmd.Dir = bundle
+		var stdout strings.Builder
+		cmd.Stdout, cmd.Stderr = out, out
+		// A detached process keeps its stdout: a pipe would hold Run.
+		if args[0] == "exec" && args[1] != "--detach" {
+			cmd.Stdout = &stdout
+		}
+		if err := cmd.Run(); err != nil {
+			if ee, ok := err.(*exec.ExitError); ok {
+				return stdout.String(), ee.ExitCode()
+			}
+			t.Fatal(err)
+		}
+		return stdout.String(), 0
+	}
+	t.Cleanup(func() { oci("delete", "--force", "box") })
+	if _, code := oci("create", "--bundle", bundle, "box"); code != 0 {
+		b, _ := os.ReadFile(out.Name())
+		t.Fatalf("create: exit %d: %s", code, b)
+	}
+	if _, code := oci("start", "box"); code != 0 {
+		b, _ := os.ReadFile(out.Name())
+		t.Fatalf("start: exit %d: %s", code, b)
+	}
+	waitFor(t, 10*time.Second, "the process's lines", func() bool {
+		b, _ := os.ReadFile(out.Name())
+		return strings.Contains(string(b), "listed")
+	})
+	b, _ := os.ReadFile(out.Name())
+	for _, want := range []string{"1 " + strconv.Itoa(subUID) + " 65535\n", "1 " + strconv.Itoa(subGID) + " 65535\n"} {
+		if !strings.Contains(squeezeSpaces(string(b)), want) {
+			t.Errorf("no %q in the output:\n%s", want, b)
+		}
+	}
+	got, code := oci("exec", "--user", "1000:1000", "box", "sh", "-c", "id -u; id -g; grep ^Uid: /proc/self/status")
+	if code != 0 || !strings.HasPrefix(got, "1000\n1000\n") {
+		t.Errorf("exec as 1000: %d %q", code, got)
+	}
+	// The kernel shows the ids as the reader's namespace sees them: ask
+	// the host's /proc for the exec'd id's host value.
+	got, code = oci("exec", "--detach", "--user", "1000:1000", "box", "sleep", "1000")
+	if code != 0 {
+		t.Fatalf("exec --detach: %d %q", code, got)
+	}
+	found := false
+	waitFor(t, 10*time.Second, "the detached process on the host", func() bool {
+		procs, _ := os.ReadDir("/proc")
+		for _, p := range procs {
+			st, err := os.ReadFile("/proc/" + p.Name() + "/status")
+			if err == nil && strings.Contains(string(st), "\nUid:\t"+strconv.Itoa(subUID+999)+"\t") {
+				found = true
+			}
+		}
+		return found
+	})
+	if _, code := oci("delete", "--force", "box"); code != 0 {
+		t.Errorf("delete --force: %d", code)
+	}
+}
