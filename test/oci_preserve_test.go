@@ -2,14 +2,17 @@ package test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 )
 
 // ociWithFiles runs jail oci in mode m with state root root, extra as its
@@ -150,25 +153,123 @@ func TestOCIPreserveFDs(t *testing.T) {
 			t.Errorf("exec without --preserve-fds: %d, descriptors %q, %q", r.code, r.stdout, r.stderr)
 		}
 
+		logFile := filepath.Join(bundle, "log")
 		for _, c := range []struct {
-			args  []string
-			files int
-			want  string
+			global []string
+			args   []string
+			files  int
+			want   string
 		}{
-			{[]string{"--preserve-fds", "1"}, 0, "--preserve-fds 1: descriptor 3 "},
-			{[]string{"--preserve-fds", "3"}, 2, "--preserve-fds 3: descriptor 5 "},
-			{[]string{"--preserve-fds", "-1"}, 0, "must be from 0 to 32"},
-			{[]string{"--preserve-fds", "33"}, 0, "must be from 0 to 32"},
+			{nil, []string{"--preserve-fds", "1"}, 0, "--preserve-fds 1: descriptor 3 "},
+			{nil, []string{"--preserve-fds", "3"}, 2, "--preserve-fds 3: descriptor 5 "},
+			{nil, []string{"--preserve-fds", "-1"}, 0, "must be from 0 to 32"},
+			{nil, []string{"--preserve-fds", "33"}, 0, "must be from 0 to 32"},
+			{nil, []string{"--preserve-fds", "1000000000000"}, 0, "-preserve-fds"},
+			{nil, []string{"--preserve-fds", "x"}, 0, "-preserve-fds"},
+			// Nothing passed: the log jail opened (or a file of Go's
+			// runtime) is on 3, and is not handed on.
+			{[]string{"--log", logFile}, []string{"--preserve-fds", "1"}, 0, "--preserve-fds 1: descriptor 3 was not given to jail (it is jail's own)"},
 		} {
 			extra := make([]*os.File, c.files)
 			for i := range extra {
 				extra[i] = fourFile
 			}
-			expectOneLineFailure(t, ociWithFiles(t, m, root, extra, append(append([]string{"create", "--bundle", bundle}, c.args...), "other")...), c.want)
-			expectOneLineFailure(t, ociWithFiles(t, m, root, extra, append(append([]string{"exec"}, c.args...), "box", "true")...), c.want)
+			create := append(append(append(append([]string(nil), c.global...), "create", "--bundle", bundle), c.args...), "other")
+			expectOneLineFailure(t, ociWithFiles(t, m, root, extra, create...), c.want)
+			exec := append(append(append(append([]string(nil), c.global...), "exec"), c.args...), "box", "true")
+			expectOneLineFailure(t, ociWithFiles(t, m, root, extra, exec...), c.want)
+		}
+		if b, _ := os.ReadFile(logFile); strings.Count(string(b), "it is jail's own") != 2 {
+			t.Errorf("the log says %q", b)
 		}
 		if r := jail(t, m, "oci", "--root", root, "list", "-q"); r.stdout != "box\n" {
 			t.Errorf("after refused creates, the containers are %q", r.stdout)
 		}
 	})
+}
+
+// TestOCIPreserveFDsBeforeTheBundlesFilterOnATerminal: the preserved
+// descriptors are moved into place before the bundle's seccomp filter is
+// loaded (after the ids change or before, as no_new_privs says), so a
+// filter that denies every call that moves descriptors does not keep the
+// process from getting them; with a terminal, the process has it on 0, 1
+// and 2, the caller's descriptor on 3, and nothing else.
+func TestOCIPreserveFDsBeforeTheBundlesFilterOnATerminal(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		if m.rootless {
+			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
+		}
+		for _, noNewPrivs := range []bool{true, false} {
+			t.Run(fmt.Sprintf("no_new_privs=%v", noNewPrivs), func(t *testing.T) {
+				spec := ociDefaultSpec([]string{"ls", "-l", "/proc/self/fd/"})
+				spec.Process.Terminal = true
+				spec.Process.NoNewPrivileges = noNewPrivs
+				eperm := uint(unix.EPERM)
+				spec.Linux.Seccomp = &specs.LinuxSeccomp{DefaultAction: specs.ActAllow, Syscalls: []specs.LinuxSyscall{
+					{Names: []string{"dup", "dup2", "dup3", "fcntl"}, Action: specs.ActErrno, ErrnoRet: &eperm}}}
+				root, bundle := ociOwnBundle(t, m, spec, nil, nil)
+				t.Cleanup(func() { jail(t, m, "oci", "--root", root, "delete", "--force", "box") })
+				r, w, err := os.Pipe()
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer r.Close()
+				var st unix.Stat_t
+				if err := unix.Fstat(int(w.Fd()), &st); err != nil {
+					t.Fatal(err)
+				}
+				sock, masters := consoleSocket(t)
+				res := ociWithFiles(t, m, root, []*os.File{w}, "create", "--bundle", bundle, "--console-socket", sock, "--preserve-fds", "1", "box")
+				w.Close()
+				if res.code != 0 {
+					t.Fatalf("create: %d %q", res.code, res.stderr)
+				}
+				master, ok := <-masters
+				if !ok || master == nil {
+					t.Fatal("no terminal on the console socket")
+				}
+				defer master.Close()
+				scr := watch(master)
+				if res := jail(t, m, "oci", "--root", root, "start", "box"); res.code != 0 {
+					t.Fatalf("start: %d %q", res.code, res.stderr)
+				}
+				links := map[string]string{}
+				for _, line := range strings.Split(scr.untilClosed(t), "\n") {
+					fields := strings.Fields(line)
+					if n := len(fields); n >= 3 && fields[n-2] == "->" {
+						links[fields[n-3]] = fields[n-1]
+					}
+				}
+				// ls's own directory, 4, is closed by the time it reads
+				// the links.
+				pipe := fmt.Sprintf("pipe:[%d]", st.Ino)
+				if len(links) != 4 || links["3"] != pipe {
+					t.Errorf("the process's descriptors are %v; want the terminal on 0, 1 and 2, %s on 3", links, pipe)
+				}
+				for _, fd := range []string{"0", "1", "2"} {
+					if !strings.HasPrefix(links[fd], "/dev/pts/") {
+						t.Errorf("descriptor %s is %q, not the terminal", fd, links[fd])
+					}
+				}
+			})
+		}
+	})
+}
+
+// untilClosed returns all that came on the terminal once its last slave
+// descriptor is closed.
+func (s *screen) untilClosed(t *testing.T) string {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case b, ok := <-s.data:
+			if !ok {
+				return s.buf.String()
+			}
+			s.buf.Write(b)
+		case <-deadline:
+			t.Fatalf("the terminal was not closed; screen:\n%s", s.buf.String())
+		}
+	}
 }
