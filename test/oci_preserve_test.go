@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -272,4 +274,66 @@ func (s *screen) untilClosed(t *testing.T) string {
 			t.Fatalf("the terminal was not closed; screen:\n%s", s.buf.String())
 		}
 	}
+}
+
+// TestOCIPreserveFDsLeaveTheHooksTheirDescriptors: a created container's
+// init moves the preserved descriptors into place and leaves no other copy
+// of them, so that with the process's RLIMIT_NOFILE (set before its
+// startContainer hooks run) the hooks have the descriptors they need:
+// with 2 preserved and RLIMIT_NOFILE 10, the init holds 0 to 4 and the
+// exec FIFO, and a hook's state, output pipe and pidfd take 6 to 9. At
+// the bound, 32, the process gets 3 to 34.
+func TestOCIPreserveFDsLeaveTheHooksTheirDescriptors(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		if m.rootless {
+			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
+		}
+		for _, c := range []struct {
+			preserved int
+			nofile    uint64
+		}{{2, 10}, {32, 1024}} {
+			t.Run(fmt.Sprintf("%d preserved, RLIMIT_NOFILE %d", c.preserved, c.nofile), func(t *testing.T) {
+				spec := ociDefaultSpec([]string{"ls", "/proc/self/fd"})
+				spec.Process.Rlimits = []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Soft: c.nofile, Hard: c.nofile}}
+				spec.Hooks = &specs.Hooks{StartContainer: []specs.Hook{{Path: "/bin/sh", Args: []string{"sh", "-c", "true"}}}}
+				root, bundle := ociOwnBundle(t, m, spec, nil, nil)
+				t.Cleanup(func() { jail(t, m, "oci", "--root", root, "delete", "--force", "box") })
+				null, err := os.Open(os.DevNull)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer null.Close()
+				extra := make([]*os.File, c.preserved)
+				for i := range extra {
+					extra[i] = null
+				}
+				out, err := os.Create(filepath.Join(bundle, "out"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer out.Close()
+				cmd := command(m, "oci", "--root", root, "create", "--bundle", bundle, "--preserve-fds", strconv.Itoa(c.preserved), "box")
+				cmd.ExtraFiles, cmd.Stdout, cmd.Stderr = extra, out, out
+				if err := cmd.Run(); err != nil {
+					b, _ := os.ReadFile(out.Name())
+					t.Fatalf("create: %v: %s", err, b)
+				}
+				if res := jail(t, m, "oci", "--root", root, "start", "box"); res.code != 0 {
+					t.Fatalf("start: %d %q", res.code, res.stderr)
+				}
+				var want []string
+				for fd := 0; fd <= 3+c.preserved; fd++ { // the last, ls's directory
+					want = append(want, strconv.Itoa(fd))
+				}
+				sort.Strings(want) // as ls lists them
+				waitFor(t, 10*time.Second, "the process's output", func() bool {
+					b, _ := os.ReadFile(out.Name())
+					return strings.Count(string(b), "\n") >= len(want)
+				})
+				if b, _ := os.ReadFile(out.Name()); string(b) != strings.Join(want, "\n")+"\n" {
+					t.Errorf("the process's descriptors: %q, want %q", b, want)
+				}
+			})
+		}
+	})
 }

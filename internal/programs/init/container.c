@@ -903,11 +903,13 @@ static int apparmor_write(int fd, const struct container_process *p, struct fail
 
 /* preserve_fds gives the process the caller's preserved descriptors
  * (--preserve-fds) as 3, 4, ..., open across its exec, as runc does. Each
- * is first copied above that range, and so is *fifo (the exec FIFO, still
- * to be written) when it is in it: no dup2 then overwrites a descriptor
- * still to be moved. The copies it leaves are close-on-exec, as every
- * other descriptor of the init is. Done before the filters are loaded,
- * which may deny what it calls. */
+ * is first copied above that range and the descriptor it came on closed
+ * (the process's RLIMIT_NOFILE, set next, leaves the startContainer hooks
+ * only the numbers these would hold), then *fifo (the exec FIFO, still to
+ * be written) is moved above the range when it is in it: no dup2 then
+ * overwrites a descriptor still to be moved. The copies it leaves are
+ * close-on-exec, as every other descriptor of the init is. Done before
+ * the filters are loaded, which may deny what it calls. */
 static int preserve_fds(const struct container *c, int *fifo, struct failure *f)
 {
 	size_t n = c->npreserved_fds;
@@ -916,18 +918,21 @@ static int preserve_fds(const struct container *c, int *fifo, struct failure *f)
 	if (n > MAX_PRESERVED_FDS)
 		return fail(f, "preserve-fds", "%zu descriptors, at most %d", n, MAX_PRESERVED_FDS);
 	int above = 3 + (int)n;
+	int copies[MAX_PRESERVED_FDS];
+	for (size_t i = 0; i < n; i++) {
+		copies[i] = fcntl(c->preserved_fds[i], F_DUPFD_CLOEXEC, above);
+		if (copies[i] < 0)
+			return fail_errno(f, "preserve-fds", "copy");
+	}
+	/* Received from the role's message, never the FIFO (opened since). */
+	for (size_t i = 0; i < n; i++)
+		close(c->preserved_fds[i]);
 	if (*fifo >= 0 && *fifo < above) {
 		int moved = fcntl(*fifo, F_DUPFD_CLOEXEC, above);
 		if (moved < 0)
 			return fail_errno(f, "preserve-fds", "exec fifo");
 		close(*fifo);
 		*fifo = moved;
-	}
-	int copies[MAX_PRESERVED_FDS];
-	for (size_t i = 0; i < n; i++) {
-		copies[i] = fcntl(c->preserved_fds[i], F_DUPFD_CLOEXEC, above);
-		if (copies[i] < 0)
-			return fail_errno(f, "preserve-fds", "copy");
 	}
 	for (size_t i = 0; i < n; i++) {
 		/* dup2 leaves the new descriptor open across exec. */
