@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
@@ -334,6 +335,38 @@ func TestOCIPreserveFDsLeaveTheHooksTheirDescriptors(t *testing.T) {
 					t.Errorf("the process's descriptors: %q, want %q", b, want)
 				}
 			})
+		}
+	})
+}
+
+// TestOCIPreserveFDsRefusesWhatCannotBePassed: a descriptor the kernel
+// will not pass in a message (an io_uring) is refused by create and exec
+// in one line that names it, before anything is made.
+func TestOCIPreserveFDsRefusesWhatCannotBePassed(t *testing.T) {
+	var params [120]byte // struct io_uring_params
+	ring, _, errno := unix.Syscall(unix.SYS_IO_URING_SETUP, 1, uintptr(unsafe.Pointer(&params)), 0)
+	if errno != 0 {
+		t.Skipf("io_uring_setup: %v", errno)
+	}
+	ringFile := os.NewFile(ring, "io_uring")
+	defer ringFile.Close()
+	forEachMode(t, func(t *testing.T, m mode) {
+		if m.rootless {
+			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
+		}
+		root, bundle := ociOwnBundle(t, m, ociDefaultSpec([]string{"sleep", "1000"}), nil, nil)
+		t.Cleanup(func() { jail(t, m, "oci", "--root", root, "delete", "--force", "box") })
+		ociCreate(t, m, root, bundle)
+		null, err := os.Open(os.DevNull)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer null.Close()
+		const want = "--preserve-fds 2: descriptor 4 cannot be passed on"
+		expectOneLineFailure(t, ociWithFiles(t, m, root, []*os.File{null, ringFile}, "create", "--bundle", bundle, "--preserve-fds", "2", "other"), want)
+		expectOneLineFailure(t, ociWithFiles(t, m, root, []*os.File{null, ringFile}, "exec", "--preserve-fds", "2", "box", "true"), want)
+		if r := jail(t, m, "oci", "--root", root, "list", "-q"); r.stdout != "box\n" {
+			t.Errorf("after the refused create, the containers are %q", r.stdout)
 		}
 	})
 }
