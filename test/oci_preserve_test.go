@@ -370,3 +370,53 @@ func TestOCIPreserveFDsRefusesWhatCannotBePassed(t *testing.T) {
 		}
 	})
 }
+
+// TestOCIPreserveFDsUnderTheCallersLowRlimit: the init moves the 32
+// descriptors it received, one above the other, down onto 3 to 34 without
+// copies above them, so a caller whose RLIMIT_NOFILE (which the role and
+// the init inherit) lets the role receive them lets the init place them:
+// with 48, it needed 69 to copy them all above 34 first.
+func TestOCIPreserveFDsUnderTheCallersLowRlimit(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		if m.rootless {
+			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
+		}
+		root, bundle := ociOwnBundle(t, m, ociDefaultSpec([]string{"ls", "/proc/self/fd"}), nil, nil)
+		t.Cleanup(func() { jail(t, m, "oci", "--root", root, "delete", "--force", "box") })
+		null, err := os.Open(os.DevNull)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer null.Close()
+		extra := make([]*os.File, 32)
+		for i := range extra {
+			extra[i] = null
+		}
+		out, err := os.Create(filepath.Join(bundle, "out"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer out.Close()
+		cmd := programAs(m, "prlimit", "--nofile=48:4096", jailBin, "oci", "--root", root, "create", "--bundle", bundle, "--preserve-fds", "32", "box")
+		cmd.ExtraFiles, cmd.Stdout, cmd.Stderr = extra, out, out
+		if err := cmd.Run(); err != nil {
+			b, _ := os.ReadFile(out.Name())
+			t.Fatalf("create: %v: %s", err, b)
+		}
+		if r := jail(t, m, "oci", "--root", root, "start", "box"); r.code != 0 {
+			t.Fatalf("start: %d %q", r.code, r.stderr)
+		}
+		var want []string
+		for fd := 0; fd <= 35; fd++ { // 35: ls's directory
+			want = append(want, strconv.Itoa(fd))
+		}
+		sort.Strings(want)
+		waitFor(t, 10*time.Second, "the process's end", func() bool {
+			r := jail(t, m, "oci", "--root", root, "state", "box")
+			return strings.Contains(r.stdout, `"stopped"`)
+		})
+		if b, _ := os.ReadFile(out.Name()); string(b) != strings.Join(want, "\n")+"\n" {
+			t.Errorf("the process's descriptors: %q, want %q", b, want)
+		}
+	})
+}
