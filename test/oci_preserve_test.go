@@ -155,6 +155,13 @@ func TestOCIPreserveFDs(t *testing.T) {
 		if r.code != 0 || r.stdout != "0\n1\n2\n3\n" {
 			t.Errorf("exec without --preserve-fds: %d, descriptors %q, %q", r.code, r.stdout, r.stderr)
 		}
+		// Given more than it counts, the process gets what it counts.
+		w, _ = readPipe(t)
+		r = ociWithFiles(t, m, root, []*os.File{fourFile, w, fourFile}, "exec", "--preserve-fds", "1", "box", "sh", "-c", "ls /proc/$$/fd")
+		w.Close()
+		if r.code != 0 || r.stdout != "0\n1\n2\n3\n4\n" {
+			t.Errorf("exec --preserve-fds 1 given 3: %d, descriptors %q, %q", r.code, r.stdout, r.stderr)
+		}
 
 		logFile := filepath.Join(bundle, "log")
 		for _, c := range []struct {
