@@ -95,7 +95,11 @@ func TestOCIPreserveFDs(t *testing.T) {
 		spec := ociDefaultSpec([]string{"sh", "-c", "echo to-3 >&3; cat <&4 >&3; exec 3>&- 4<&-; exec sleep 1000"})
 		// Its exec FIFO, kept open while the hook runs, is at a number
 		// the preserved descriptors take.
-		spec.Hooks = &specs.Hooks{StartContainer: []specs.Hook{{Path: "/bin/sh", Args: []string{"sh", "-c", "ls /proc/self/fd >/tmp/hook-fds"}}}}
+		spec.Hooks = &specs.Hooks{StartContainer: []specs.Hook{{Path: "/bin/sh", Args: []string{"sh", "-c", "ls /proc/self/fd >/tmp/hook-fds"}}},
+			// Run by the init holding the descriptors as received, in the
+			// root's directory before the pivot: the container's /tmp is
+			// tmp.
+			CreateContainer: []specs.Hook{{Path: "/bin/sh", Args: []string{"sh", "-c", "ls /proc/self/fd >tmp/create-hook-fds"}, Env: []string{"PATH=/bin:/usr/bin"}}}}
 		root, bundle := ociOwnBundle(t, m, spec, nil, nil)
 		four := filepath.Join(bundle, "four")
 		if err := os.WriteFile(four, []byte("content of 4\n"), 0o644); err != nil {
@@ -120,9 +124,11 @@ func TestOCIPreserveFDs(t *testing.T) {
 		if s := received(t, got, "the container's fd 3"); s != "to-3\ncontent of 4\n" {
 			t.Errorf("the container's process wrote %q to its fd 3", s)
 		}
-		if r := jail(t, m, "oci", "--root", root, "exec", "box", "cat", "/tmp/hook-fds"); r.code != 0 || r.stdout != "0\n1\n2\n3\n" {
-			// ls's own directory is 3: nothing of the caller's.
-			t.Errorf("the startContainer hook's descriptors: %d %q %q", r.code, r.stdout, r.stderr)
+		for _, hook := range []string{"hook-fds", "create-hook-fds"} {
+			if r := jail(t, m, "oci", "--root", root, "exec", "box", "cat", "/tmp/"+hook); r.code != 0 || r.stdout != "0\n1\n2\n3\n" {
+				// ls's own directory is 3: nothing of the caller's.
+				t.Errorf("the hook's descriptors (%s): %d %q %q", hook, r.code, r.stdout, r.stderr)
+			}
 		}
 
 		w, got = readPipe(t)
