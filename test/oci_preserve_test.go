@@ -295,8 +295,9 @@ func (s *screen) untilClosed(t *testing.T) string {
 // of them, so that with the process's RLIMIT_NOFILE (set before its
 // startContainer hooks run) the hooks have the descriptors they need:
 // with 2 preserved and RLIMIT_NOFILE 10, the init holds 0 to 4 and the
-// exec FIFO, and a hook's state, output pipe and pidfd take 6 to 9. At
-// the bound, 32, the process gets 3 to 34.
+// exec FIFO, and a hook's state, output pipe and pidfd take the four
+// numbers below 10 left (the copies it kept took two of them). At the
+// bound, 32, the process gets 3 to 34.
 func TestOCIPreserveFDsLeaveTheHooksTheirDescriptors(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		if m.rootless {
