@@ -48,7 +48,7 @@ Global options:
   --version, -v
 
 Commands:
-  create --bundle DIR [--pid-file F] [--console-socket S] [--no-pivot] [--no-new-keyring] ID
+  create --bundle DIR [--pid-file F] [--console-socket S] [--preserve-fds N] [--no-pivot] [--no-new-keyring] ID
   start ID
   state ID
   kill [--all] ID [SIGNAL]
@@ -57,7 +57,7 @@ Commands:
   ps [--format table|json] ID [PS ARGS...]
   pause ID | resume ID
   update --resources FILE|- ID
-  exec [--process FILE | ID COMMAND...]  run a process in a container
+  exec [--preserve-fds N] [--process FILE | ID COMMAND...]  run a process in a container
   features
 `
 

@@ -45,7 +45,8 @@ func TestCLIFailuresAreOneLineAndStatus1(t *testing.T) {
 		{[]string{"--root", root, "delete", "--frobnicate", "x"}, "jail: oci delete: flag provided but not defined: -frobnicate"},
 		{[]string{"--root", root, "exec", "--process", "p.json", "--detach", "--pid-file", "p", "box"}, "jail: oci exec: container does not exist"},
 		{[]string{"--root", root, "create", "--bundle", filepath.Join(root, "nobundle"), "box"}, "jail: oci create: bundle " + filepath.Join(root, "nobundle") + ": no such file or directory"},
-		{[]string{"--root", root, "create", "--preserve-fds", "2", "box"}, "jail: oci create: --preserve-fds is not supported yet"},
+		{[]string{"--root", root, "create", "--preserve-fds", "33", "box"}, "jail: oci create: --preserve-fds 33: must be from 0 to 32"},
+		{[]string{"--root", root, "exec", "--preserve-fds", "-1", "box", "true"}, "jail: oci exec: --preserve-fds -1: must be from 0 to 32"},
 		{[]string{"--root", root, "create", "-b", root, "bad/id"}, `jail: oci create: invalid id format: "bad/id"`},
 	}
 	for _, c := range cases {

@@ -112,16 +112,16 @@ func (rt *Runtime) Create(o CreateOptions) error {
 	if err := Validate(b.Spec); err != nil {
 		return err
 	}
-	if ns, _ := validateNamespaces(b.Spec.Linux.Namespaces); os.Geteuid() != 0 && !ns.has("user") {
-		// Said before anything is made, rather than as unshare's EPERM.
-		return errors.New("linux.namespaces: no user namespace: jail oci run by an unprivileged user makes a container only in one (runc spec --rootless writes such a bundle)")
-	}
 	terminal := b.Spec.Process.Terminal
 	switch {
 	case terminal && o.ConsoleSocket == "":
 		return errors.New("process.terminal needs --console-socket")
 	case !terminal && o.ConsoleSocket != "":
 		return errors.New("--console-socket needs process.terminal")
+	}
+	if ns, _ := validateNamespaces(b.Spec.Linux.Namespaces); os.Geteuid() != 0 && !ns.has("user") {
+		// Said before anything is made, rather than as unshare's EPERM.
+		return errors.New("linux.namespaces: no user namespace: jail oci run by an unprivileged user makes a container only in one (runc spec --rootless writes such a bundle)")
 	}
 	cgPath, err := CgroupPath(b.Spec.Linux.CgroupsPath, o.ID, rt.SystemdCgroup)
 	if err != nil {

@@ -47,5 +47,31 @@ func preservedFDs(n int) ([]*os.File, error) {
 			return fail(fmt.Errorf("--preserve-fds: descriptor %d: %w", f.Fd(), err))
 		}
 	}
+	if err := passable(n, files); err != nil {
+		return fail(err)
+	}
 	return files, nil
+}
+
+// passable checks that the kernel passes each of files in a message, as
+// the role's message carries them: it refuses some (an io_uring's, with
+// EINVAL), which would otherwise fail that message once the container's
+// state, cgroup and role are made, with an error naming no descriptor.
+// The copies sent are dropped with the socket pair.
+func passable(n int, files []*os.File) error {
+	if len(files) == 0 {
+		return nil
+	}
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("--preserve-fds: socket pair: %w", err)
+	}
+	defer unix.Close(pair[0])
+	defer unix.Close(pair[1])
+	for _, f := range files {
+		if err := unix.Sendmsg(pair[0], []byte{0}, unix.UnixRights(int(f.Fd())), nil, unix.MSG_DONTWAIT); err != nil {
+			return fmt.Errorf("--preserve-fds %d: descriptor %d cannot be passed on: %w", n, f.Fd(), err)
+		}
+	}
+	return nil
 }

@@ -914,12 +914,18 @@ static int apparmor_write(int fd, const struct container_process *p, struct fail
 }
 
 /* preserve_fds gives the process the caller's preserved descriptors
- * (--preserve-fds) as 3, 4, ..., open across its exec, as runc does. Each
- * is first copied above that range, and so is *fifo (the exec FIFO, still
- * to be written) when it is in it: no dup2 then overwrites a descriptor
- * still to be moved. The copies it leaves are close-on-exec, as every
- * other descriptor of the init is. Done before the filters are loaded,
- * which may deny what it calls. */
+ * (--preserve-fds) as 3, 4, ..., open across its exec, as runc does.
+ * *fifo (the exec FIFO, still to be written) is first moved above that
+ * range when it is in it. The role's message brought them in order, each
+ * above its place (after the control socket and what came before them),
+ * and then each is moved down onto its place in turn: no dup2 overwrites
+ * one still to be moved, and no descriptor beyond those received is
+ * needed, so the caller's RLIMIT_NOFILE that let the role receive them
+ * lets them be placed. Otherwise each is first copied above the range.
+ * What they came on is closed: the process's RLIMIT_NOFILE, set next,
+ * leaves the startContainer hooks only the numbers these would hold. The
+ * FIFO's copy is close-on-exec, as every other descriptor of the init is.
+ * Done before the filters are loaded, which may deny what it calls. */
 static int preserve_fds(const struct container *c, int *fifo, struct failure *f)
 {
 	size_t n = c->npreserved_fds;
@@ -935,17 +941,25 @@ static int preserve_fds(const struct container *c, int *fifo, struct failure *f)
 		close(*fifo);
 		*fifo = moved;
 	}
-	int copies[MAX_PRESERVED_FDS];
+	bool in_order = true;
+	for (size_t i = 0; i < n; i++)
+		if (c->preserved_fds[i] <= 3 + (int)i || (i > 0 && c->preserved_fds[i] <= c->preserved_fds[i - 1]))
+			in_order = false;
+	int from[MAX_PRESERVED_FDS];
 	for (size_t i = 0; i < n; i++) {
-		copies[i] = fcntl(c->preserved_fds[i], F_DUPFD_CLOEXEC, above);
-		if (copies[i] < 0)
+		from[i] = in_order ? c->preserved_fds[i] : fcntl(c->preserved_fds[i], F_DUPFD_CLOEXEC, above);
+		if (from[i] < 0)
 			return fail_errno(f, "preserve-fds", "copy");
 	}
+	if (!in_order)
+		for (size_t i = 0; i < n; i++)
+			close(c->preserved_fds[i]);
 	for (size_t i = 0; i < n; i++) {
-		/* dup2 leaves the new descriptor open across exec. */
-		if (dup2(copies[i], 3 + (int)i) < 0)
+		/* dup2 leaves the new descriptor open across exec. from[i] is
+		 * above 3 + i, and any later one above from[i]. */
+		if (dup2(from[i], 3 + (int)i) < 0)
 			return fail_errno(f, "preserve-fds", "dup2");
-		close(copies[i]);
+		close(from[i]);
 	}
 	return 0;
 }
