@@ -97,18 +97,16 @@ func runningSandboxOf(t *testing.T, name string) (*sandboxdir.Sandbox, *Manager)
 	return sb, m
 }
 
-// TestForcedRemoveWithEveryClientSlotTaken: rm -f removes a sandbox whose
-// init serves as many clients as it can, and so refuses rm's connection
-// (rm waited for an end it could not ask for, failed, and left the
-// sandbox running); rm without -f says why it cannot.
-func TestForcedRemoveWithEveryClientSlotTaken(t *testing.T) {
-	sb, m := runningSandboxOf(t, "full")
+// everyClientSlot attaches the 255 clients a sandbox's init serves,
+// closed when the test ends.
+func everyClientSlot(t *testing.T, sb *sandboxdir.Sandbox) []*supervisor.Client {
+	t.Helper()
 	var clients []*supervisor.Client
-	defer func() {
+	t.Cleanup(func() {
 		for _, c := range clients {
 			c.Close()
 		}
-	}()
+	})
 	for i := 0; i < 255; i++ {
 		c, err := supervisor.Dial(sb.Dir())
 		if err != nil {
@@ -116,6 +114,16 @@ func TestForcedRemoveWithEveryClientSlotTaken(t *testing.T) {
 		}
 		clients = append(clients, c)
 	}
+	return clients
+}
+
+// TestForcedRemoveWithEveryClientSlotTaken: rm -f removes a sandbox whose
+// init serves as many clients as it can, and so refuses rm's connection
+// (rm waited for an end it could not ask for, failed, and left the
+// sandbox running); rm without -f says why it cannot.
+func TestForcedRemoveWithEveryClientSlotTaken(t *testing.T) {
+	sb, m := runningSandboxOf(t, "full")
+	clients := everyClientSlot(t, sb)
 	if _, err := clients[254].Status(context.Background()); err != nil {
 		t.Fatalf("the 255th client: %v", err)
 	}
@@ -143,19 +151,7 @@ func TestForcedRemoveWithEveryClientSlotTaken(t *testing.T) {
 func TestTooManyClientsAreToldSo(t *testing.T) {
 	ctx := context.Background()
 	sb := runningSandbox(t, "many")
-	var clients []*supervisor.Client
-	defer func() {
-		for _, c := range clients {
-			c.Close()
-		}
-	}()
-	for i := 0; i < 255; i++ {
-		c, err := supervisor.Dial(sb.Dir())
-		if err != nil {
-			t.Fatalf("client %d: %v", i, err)
-		}
-		clients = append(clients, c)
-	}
+	clients := everyClientSlot(t, sb)
 	// Each is attached: its status is answered.
 	if _, err := clients[254].Status(ctx); err != nil {
 		t.Fatalf("the 255th client: %v", err)

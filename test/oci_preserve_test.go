@@ -90,7 +90,7 @@ func received(t *testing.T, got <-chan string, what string) string {
 func TestOCIPreserveFDs(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		if m.rootless {
-			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
+			t.Skip("rootless jail oci needs a bundle with a user namespace: TestOCIContainerInAUserNamespace runs one")
 		}
 		spec := ociDefaultSpec([]string{"sh", "-c", "echo to-3 >&3; cat <&4 >&3; exec 3>&- 4<&-; exec sleep 1000"})
 		// Its exec FIFO, kept open while the hook runs, is at a number
@@ -213,7 +213,7 @@ func TestOCIPreserveFDs(t *testing.T) {
 func TestOCIPreserveFDsBeforeTheBundlesFilterOnATerminal(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		if m.rootless {
-			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
+			t.Skip("rootless jail oci needs a bundle with a user namespace: TestOCIContainerInAUserNamespace runs one")
 		}
 		for _, noNewPrivs := range []bool{true, false} {
 			t.Run(fmt.Sprintf("no_new_privs=%v", noNewPrivs), func(t *testing.T) {
@@ -301,7 +301,7 @@ func (s *screen) untilClosed(t *testing.T) string {
 func TestOCIPreserveFDsLeaveTheHooksTheirDescriptors(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		if m.rootless {
-			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
+			t.Skip("rootless jail oci needs a bundle with a user namespace: TestOCIContainerInAUserNamespace runs one")
 		}
 		for _, c := range []struct {
 			preserved int
@@ -366,7 +366,7 @@ func TestOCIPreserveFDsRefusesWhatCannotBePassed(t *testing.T) {
 	defer ringFile.Close()
 	forEachMode(t, func(t *testing.T, m mode) {
 		if m.rootless {
-			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
+			t.Skip("rootless jail oci needs a bundle with a user namespace: TestOCIContainerInAUserNamespace runs one")
 		}
 		root, bundle := ociOwnBundle(t, m, ociDefaultSpec([]string{"sleep", "1000"}), nil, nil)
 		t.Cleanup(func() { jail(t, m, "oci", "--root", root, "delete", "--force", "box") })
@@ -393,7 +393,7 @@ func TestOCIPreserveFDsRefusesWhatCannotBePassed(t *testing.T) {
 func TestOCIPreserveFDsUnderTheCallersLowRlimit(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		if m.rootless {
-			t.Skip("rootless jail oci needs a bundle with a user namespace: not tested yet")
+			t.Skip("rootless jail oci needs a bundle with a user namespace: TestOCIContainerInAUserNamespace runs one")
 		}
 		root, bundle := ociOwnBundle(t, m, ociDefaultSpec([]string{"ls", "/proc/self/fd"}), nil, nil)
 		t.Cleanup(func() { jail(t, m, "oci", "--root", root, "delete", "--force", "box") })
