@@ -52,7 +52,7 @@ func testOCIContainerInAUserNamespace(t *testing.T, cgroupNS bool) {
 			uid, gid, size = uint32(rootless.uid), uint32(rootless.gid), 1
 		}
 		script := "cat /proc/self/uid_map /proc/self/gid_map; id -u; ls /sys/fs/cgroup >/dev/null && echo cgroups listed; " +
-			"touch /sys/fs/cgroup/x 2>/dev/null || echo cgroups read-only; exec sleep 1000"
+			ownCgroupAtTheRoot + "touch /sys/fs/cgroup/x 2>/dev/null || echo cgroups read-only; exec sleep 1000"
 		if m.rootless && !cgroupNS {
 			// Without one, said before anything is made.
 			norm := ociRoot(t, m)
@@ -102,6 +102,12 @@ func testOCIContainerInAUserNamespace(t *testing.T, cgroupNS bool) {
 				t.Errorf("no %q in the output:\n%s", want, b)
 			}
 		}
+		// Its cgroup namespace's root, not the host's tree above it (a
+		// v1 host's hierarchies are mounted there; on a v2 host the
+		// host's cgroup2, which the bind of /sys brought, is covered).
+		if want := "own cgroup at the root\n"; cgroupNS && !strings.Contains(string(b), want) {
+			t.Errorf("the cgroup mount is not the container's cgroup namespace's: no %q in the output:\n%s", want, b)
+		}
 		// The host sees the process as the mapped id.
 		if st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status"); err != nil || !strings.Contains(string(st), "\nUid:\t"+itoa(int(uid))+"\t") {
 			t.Errorf("the process on the host: %v\n%s", err, st)
@@ -122,6 +128,12 @@ func testOCIContainerInAUserNamespace(t *testing.T, cgroupNS bool) {
 		}
 	})
 }
+
+// ownCgroupAtTheRoot is a container's shell command that says "own cgroup
+// at the root" when the cgroup mount at /sys/fs/cgroup (cgroup2's, or a v1
+// host's memory hierarchy's) has the container's cgroup as its root: its
+// process, pid 1 of its namespace, is listed there.
+const ownCgroupAtTheRoot = "cat /sys/fs/cgroup/cgroup.procs /sys/fs/cgroup/memory/cgroup.procs 2>/dev/null | grep -qx 1 && echo own cgroup at the root; "
 
 // squeezeSpaces makes every run of blanks one space (the id maps align
 // their columns).
