@@ -244,3 +244,41 @@ func TestOCIRootlessWithSubordinateIDs(t *testing.T) {
 		t.Errorf("delete --force: %d", code)
 	}
 }
+
+// TestOCICgroupNamespaceUnderABoundSys: a bundle run by root without a user
+// namespace that binds the host's /sys (which brings the host's cgroup
+// mounts under /sys/fs/cgroup) and asks for a cgroup namespace and the
+// cgroup mount gets its namespace's cgroup at the root of that mount,
+// read-only: on a v2 host the cgroup2 mount finds the host's there (EBUSY),
+// which must be covered, not kept (it shows every cgroup of the host).
+func TestOCICgroupNamespaceUnderABoundSys(t *testing.T) {
+	checkNoLeaks(t)
+	m := asRoot
+	spec := ociDefaultSpec([]string{"sh", "-c", ownCgroupAtTheRoot + "touch /sys/fs/cgroup/x 2>/dev/null || echo cgroups read-only; exec sleep 1000"})
+	for i, mnt := range spec.Mounts {
+		if mnt.Destination == "/sys" {
+			spec.Mounts[i] = specs.Mount{Destination: "/sys", Type: "none", Source: "/sys", Options: []string{"rbind", "nosuid", "noexec", "nodev", "ro"}}
+		}
+	}
+	root, bundle := ociOwnBundle(t, m, spec, nil, nil)
+	oci, out := ociWithOutput(t, m, root, bundle)
+	t.Cleanup(func() { jail(t, m, "oci", "--root", root, "delete", "--force", "box") })
+	if code := oci("create", "--bundle", bundle, "box"); code != 0 {
+		b, _ := os.ReadFile(out)
+		t.Fatalf("create: exit %d: %s", code, b)
+	}
+	if code := oci("start", "box"); code != 0 {
+		b, _ := os.ReadFile(out)
+		t.Fatalf("start: exit %d: %s", code, b)
+	}
+	waitFor(t, 10*time.Second, "the process's lines", func() bool {
+		b, _ := os.ReadFile(out)
+		return strings.Contains(string(b), "cgroups read-only")
+	})
+	if b, _ := os.ReadFile(out); !strings.Contains(string(b), "own cgroup at the root\n") {
+		t.Errorf("the cgroup mount is not the container's cgroup namespace's:\n%s", b)
+	}
+	if code := oci("delete", "--force", "box"); code != 0 {
+		t.Errorf("delete --force: exit %d", code)
+	}
+}
