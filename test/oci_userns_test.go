@@ -282,3 +282,88 @@ func TestOCICgroupNamespaceUnderABoundSys(t *testing.T) {
 		t.Errorf("delete --force: exit %d", code)
 	}
 }
+
+// TestOCIRootlessRoleIsDumpableOnlyToItsUsersHostProcesses: while an
+// unprivileged jail oci create maps the user namespace its role made (the
+// role dumpable, so that its /proc/PID files are the user's), a process of
+// the same user in another user namespace, as a container's processes
+// are, root there or not, can neither read nor open the role's descriptors
+// (its control socket to create), its memory or its environment: only the
+// user's own processes on the host, which could do what it does anyway,
+// can. A stand-in newuidmap, first on create's PATH, tries while create
+// waits for it, then runs the real one.
+func TestOCIRootlessRoleIsDumpableOnlyToItsUsersHostProcesses(t *testing.T) {
+	acct, subUID := subIDAccount(t)
+	subGID := subGIDStart(t, "jail-test-sub")
+	checkNoLeaks(t)
+	dir := sharedTempDir(t, acct)
+	report := filepath.Join(dir, "report")
+	// In each other user namespace (-r: its root, with every capability
+	// there): the control socket's name and an open of it, the memory
+	// and the environment.
+	tries := `pid=$1
+{
+echo "host: $(readlink /proc/$pid/fd/3)"
+for as in "" -r; do
+	unshare -U $as sh -c '
+		if readlink /proc/$1/fd/3 >/dev/null 2>&1; then echo "userns$2 fd: read"; else echo "userns$2 fd: refused"; fi
+		if timeout 2 cat /proc/$1/fd/3 </dev/null >/dev/null 2>&1; then echo "userns$2 open: opened"; else echo "userns$2 open: refused"; fi
+		if head -c1 /proc/$1/mem >/dev/null 2>&1 || cat /proc/$1/environ >/dev/null 2>&1; then echo "userns$2 mem: opened"; else echo "userns$2 mem: refused"; fi
+	' sh "$pid" "$as"
+done
+} >` + report + ` 2>&1
+exec /usr/bin/newuidmap "$@"
+`
+	bin := filepath.Join(dir, "bin")
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "newuidmap"), []byte("#!/bin/sh\n"+tries), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	spec := ociUsernsSpec([]string{"true"}, uint32(acct.uid), uint32(acct.gid), 1)
+	spec.Linux.UIDMappings = append(spec.Linux.UIDMappings, specs.LinuxIDMapping{ContainerID: 1, HostID: uint32(subUID), Size: 10})
+	spec.Linux.GIDMappings = append(spec.Linux.GIDMappings, specs.LinuxIDMapping{ContainerID: 1, HostID: uint32(subGID), Size: 10})
+	_, bundle := ociOwnBundle(t, asRoot, spec, nil, nil)
+	root := filepath.Join(dir, "state")
+	// To a file: the created container keeps create's stdio.
+	outPath := filepath.Join(dir, "out")
+	oci := func(args ...string) (string, error) {
+		out, err := os.Create(outPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer out.Close()
+		cmd := exec.Command("setpriv", append([]string{"--reuid", strconv.Itoa(acct.uid), "--regid", strconv.Itoa(acct.gid), "--clear-groups", "--",
+			jailBin, "oci", "--root", root}, args...)...)
+		cmd.Env = []string{"PATH=" + bin + ":" + systemPath, "HOME=" + acct.home}
+		cmd.Dir = bundle
+		cmd.Stdout, cmd.Stderr = out, out
+		err = cmd.Run()
+		b, _ := os.ReadFile(outPath)
+		return string(b), err
+	}
+	t.Cleanup(func() { oci("delete", "--force", "box") })
+	if out, err := oci("create", "--bundle", bundle, "box"); err != nil {
+		t.Fatalf("create: %v: %s", err, out)
+	}
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(b)
+	t.Logf("the stand-in newuidmap:\n%s", got)
+	// The window is real: the user's own host process reads the role's.
+	if !strings.Contains(got, "host: socket:[") {
+		t.Fatalf("the stand-in did not see the role's control socket from the host:\n%s", got)
+	}
+	for _, want := range []string{"userns fd: refused\n", "userns open: refused\n", "userns mem: refused\n",
+		"userns-r fd: refused\n", "userns-r open: refused\n", "userns-r mem: refused\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no %q: another user namespace of the user reached the role:\n%s", want, got)
+		}
+	}
+	if out, err := oci("delete", "--force", "box"); err != nil {
+		t.Errorf("delete --force: %v: %s", err, out)
+	}
+}
