@@ -22,7 +22,7 @@ import (
 // root; in the host's, the host's tree, read-only unless asked otherwise.
 //
 // In a user namespace (the container's mount namespace is then its), the
-// kernel mounts cgroups, v1 hierarchies as cgroup2, only in a cgroup
+// kernel mounts a v1 hierarchy, as it does cgroup2, only in a cgroup
 // namespace made there (owned by it): without one the host's /sys/fs/cgroup
 // is bound instead (recursively, with the mount's read-only and other flags
 // on every mount of it), as runc falls back to. The container then sees the
