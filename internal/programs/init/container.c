@@ -1263,15 +1263,20 @@ static int container_main(void)
 	if (join_namespaces(c, true, &f) != 0)
 		goto failed;
 	if (c->new & CLONE_NEWUSER) {
+		/* An unprivileged jail oci create writes the maps (and
+		 * setgroups) through /proc/PID, whose files are root's while
+		 * the role is not dumpable: dumpable until mapped then, as
+		 * runc's nsexec. The role holds nothing its user does not.
+		 * Asked before the unshare: in the new namespace, unmapped,
+		 * geteuid is the overflow id, root's too, and root's role
+		 * must not be dumpable: root's processes own the namespace it
+		 * made, and those without CAP_SYS_PTRACE could then trace it
+		 * and take its descriptors. */
+		bool unprivileged = geteuid() != 0;
 		if (unshare(CLONE_NEWUSER) != 0) {
 			fail_errno(&f, "new namespaces", "user");
 			goto failed;
 		}
-		/* An unprivileged jail oci create writes the maps (and
-		 * setgroups) through /proc/PID, whose files are root's while
-		 * the role is not dumpable: dumpable until mapped then, as
-		 * runc's nsexec. The role holds nothing its user does not. */
-		bool unprivileged = geteuid() != 0;
 		if (unprivileged && prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0)
 			return 1;
 		struct report userns = {.kind = "userns"};
