@@ -52,7 +52,7 @@ func testOCIContainerInAUserNamespace(t *testing.T, cgroupNS bool) {
 			uid, gid, size = uint32(rootless.uid), uint32(rootless.gid), 1
 		}
 		script := "cat /proc/self/uid_map /proc/self/gid_map; id -u; ls /sys/fs/cgroup >/dev/null && echo cgroups listed; " +
-			"touch /sys/fs/cgroup/x 2>/dev/null || echo cgroups read-only; exec sleep 1000"
+			ownCgroupAtTheRoot + "touch /sys/fs/cgroup/x 2>/dev/null || echo cgroups read-only; exec sleep 1000"
 		if m.rootless && !cgroupNS {
 			// Without one, said before anything is made.
 			norm := ociRoot(t, m)
@@ -102,6 +102,12 @@ func testOCIContainerInAUserNamespace(t *testing.T, cgroupNS bool) {
 				t.Errorf("no %q in the output:\n%s", want, b)
 			}
 		}
+		// Its cgroup namespace's root, not the host's tree above it (a
+		// v1 host's hierarchies are mounted there; on a v2 host the
+		// host's cgroup2, which the bind of /sys brought, is covered).
+		if want := "own cgroup at the root\n"; cgroupNS && !strings.Contains(string(b), want) {
+			t.Errorf("the cgroup mount is not the container's cgroup namespace's: no %q in the output:\n%s", want, b)
+		}
 		// The host sees the process as the mapped id.
 		if st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status"); err != nil || !strings.Contains(string(st), "\nUid:\t"+itoa(int(uid))+"\t") {
 			t.Errorf("the process on the host: %v\n%s", err, st)
@@ -122,6 +128,12 @@ func testOCIContainerInAUserNamespace(t *testing.T, cgroupNS bool) {
 		}
 	})
 }
+
+// ownCgroupAtTheRoot is a container's shell command that says "own cgroup
+// at the root" when the cgroup mount at /sys/fs/cgroup (cgroup2's, or a v1
+// host's memory hierarchy's) has the container's cgroup as its root: its
+// process, pid 1 of its namespace, is listed there.
+const ownCgroupAtTheRoot = "cat /sys/fs/cgroup/cgroup.procs /sys/fs/cgroup/memory/cgroup.procs 2>/dev/null | grep -qx 1 && echo own cgroup at the root; "
 
 // squeezeSpaces makes every run of blanks one space (the id maps align
 // their columns).
@@ -230,5 +242,134 @@ func TestOCIRootlessWithSubordinateIDs(t *testing.T) {
 	})
 	if _, code := oci("delete", "--force", "box"); code != 0 {
 		t.Errorf("delete --force: %d", code)
+	}
+}
+
+// TestOCICgroupNamespaceUnderABoundSys: a bundle run by root without a user
+// namespace that binds the host's /sys (which brings the host's cgroup
+// mounts under /sys/fs/cgroup) and asks for a cgroup namespace and the
+// cgroup mount gets its namespace's cgroup at the root of that mount,
+// read-only: on a v2 host the cgroup2 mount finds the host's there (EBUSY),
+// which must be covered, not kept (it shows every cgroup of the host).
+func TestOCICgroupNamespaceUnderABoundSys(t *testing.T) {
+	checkNoLeaks(t)
+	m := asRoot
+	spec := ociDefaultSpec([]string{"sh", "-c", ownCgroupAtTheRoot + "touch /sys/fs/cgroup/x 2>/dev/null || echo cgroups read-only; exec sleep 1000"})
+	for i, mnt := range spec.Mounts {
+		if mnt.Destination == "/sys" {
+			spec.Mounts[i] = specs.Mount{Destination: "/sys", Type: "none", Source: "/sys", Options: []string{"rbind", "nosuid", "noexec", "nodev", "ro"}}
+		}
+	}
+	root, bundle := ociOwnBundle(t, m, spec, nil, nil)
+	oci, out := ociWithOutput(t, m, root, bundle)
+	t.Cleanup(func() { jail(t, m, "oci", "--root", root, "delete", "--force", "box") })
+	if code := oci("create", "--bundle", bundle, "box"); code != 0 {
+		b, _ := os.ReadFile(out)
+		t.Fatalf("create: exit %d: %s", code, b)
+	}
+	if code := oci("start", "box"); code != 0 {
+		b, _ := os.ReadFile(out)
+		t.Fatalf("start: exit %d: %s", code, b)
+	}
+	waitFor(t, 10*time.Second, "the process's lines", func() bool {
+		b, _ := os.ReadFile(out)
+		return strings.Contains(string(b), "cgroups read-only")
+	})
+	if b, _ := os.ReadFile(out); !strings.Contains(string(b), "own cgroup at the root\n") {
+		t.Errorf("the cgroup mount is not the container's cgroup namespace's:\n%s", b)
+	}
+	if code := oci("delete", "--force", "box"); code != 0 {
+		t.Errorf("delete --force: exit %d", code)
+	}
+}
+
+// TestOCIRootlessRoleIsDumpableOnlyToItsUsersHostProcesses: while an
+// unprivileged jail oci create maps the user namespace its role made (the
+// role dumpable, so that its /proc/PID files are the user's), a process of
+// the same user in another user namespace, as a container's processes
+// are, root there or not, can neither read nor open the role's descriptors
+// (its control socket to create), its memory or its environment: only the
+// user's own processes on the host, which could do what it does anyway,
+// can. A stand-in newuidmap, first on create's PATH, tries while create
+// waits for it, then runs the real one.
+func TestOCIRootlessRoleIsDumpableOnlyToItsUsersHostProcesses(t *testing.T) {
+	acct, subUID := subIDAccount(t)
+	subGID := subGIDStart(t, "jail-test-sub")
+	checkNoLeaks(t)
+	dir := sharedTempDir(t, acct)
+	report := filepath.Join(dir, "report")
+	// From the host, then in each other user namespace (-r: its root,
+	// with every capability there): how many of the role's descriptors
+	// it can read (their links: opening one checks the same), and
+	// whether it can open the role's memory and environment.
+	tries := `pid=$1
+probe='
+	read=0; for fd in /proc/$1/fd/*; do readlink $fd >/dev/null 2>&1 && read=$((read+1)); done
+	echo "$2 descriptors read: $read"
+	if (exec 5</proc/$1/mem) 2>/dev/null; then echo "$2 mem: opened"; else echo "$2 mem: refused"; fi
+	if (exec 5</proc/$1/environ) 2>/dev/null; then echo "$2 environ: opened"; else echo "$2 environ: refused"; fi
+'
+{
+echo "host: $(readlink /proc/$pid/fd/3)"
+sh -c "$probe" sh "$pid" host
+unshare -U sh -c "$probe" sh "$pid" userns
+unshare -Ur sh -c "$probe" sh "$pid" userns-root
+} >` + report + ` 2>&1
+exec /usr/bin/newuidmap "$@"
+`
+	bin := filepath.Join(dir, "bin")
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "newuidmap"), []byte("#!/bin/sh\n"+tries), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	spec := ociUsernsSpec([]string{"true"}, uint32(acct.uid), uint32(acct.gid), 1)
+	spec.Linux.UIDMappings = append(spec.Linux.UIDMappings, specs.LinuxIDMapping{ContainerID: 1, HostID: uint32(subUID), Size: 10})
+	spec.Linux.GIDMappings = append(spec.Linux.GIDMappings, specs.LinuxIDMapping{ContainerID: 1, HostID: uint32(subGID), Size: 10})
+	_, bundle := ociOwnBundle(t, asRoot, spec, nil, nil)
+	root := filepath.Join(dir, "state")
+	// To a file: the created container keeps create's stdio.
+	outPath := filepath.Join(dir, "out")
+	oci := func(args ...string) (string, error) {
+		out, err := os.Create(outPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer out.Close()
+		cmd := exec.Command("setpriv", append([]string{"--reuid", strconv.Itoa(acct.uid), "--regid", strconv.Itoa(acct.gid), "--clear-groups", "--",
+			jailBin, "oci", "--root", root}, args...)...)
+		cmd.Env = []string{"PATH=" + bin + ":" + systemPath, "HOME=" + acct.home}
+		cmd.Dir = bundle
+		cmd.Stdout, cmd.Stderr = out, out
+		err = cmd.Run()
+		b, _ := os.ReadFile(outPath)
+		return string(b), err
+	}
+	t.Cleanup(func() { oci("delete", "--force", "box") })
+	if out, err := oci("create", "--bundle", bundle, "box"); err != nil {
+		t.Fatalf("create: %v: %s", err, out)
+	}
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(b)
+	t.Logf("the stand-in newuidmap:\n%s", got)
+	// The window is real: the user's own host process reads the role's.
+	if !strings.Contains(got, "host: socket:[") {
+		t.Fatalf("the stand-in did not see the role's control socket from the host:\n%s", got)
+	}
+	if !strings.Contains(got, "host mem: opened\n") || strings.Contains(got, "host descriptors read: 0\n") {
+		t.Fatalf("the probe cannot tell: the user's host process did not reach the role:\n%s", got)
+	}
+	for _, want := range []string{"userns descriptors read: 0\n", "userns mem: refused\n", "userns environ: refused\n",
+		"userns-root descriptors read: 0\n", "userns-root mem: refused\n", "userns-root environ: refused\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no %q: another user namespace of the user reached the role:\n%s", want, got)
+		}
+	}
+	if out, err := oci("delete", "--force", "box"); err != nil {
+		t.Errorf("delete --force: %v: %s", err, out)
 	}
 }

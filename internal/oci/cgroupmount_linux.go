@@ -22,17 +22,20 @@ import (
 // root; in the host's, the host's tree, read-only unless asked otherwise.
 //
 // In a user namespace (the container's mount namespace is then its), the
-// kernel mounts no v1 hierarchy, and cgroup2 only in a cgroup namespace made
-// there: otherwise the host's /sys/fs/cgroup is bound instead (recursively,
-// with the mount's read-only and other flags on every mount of it), as runc
-// falls back to. The container then sees the host's tree, which its user
-// may read on the host, and may write only what is delegated to it.
+// kernel mounts a v1 hierarchy, as it does cgroup2, only in a cgroup
+// namespace made there (owned by it): without one the host's /sys/fs/cgroup
+// is bound instead (recursively, with the mount's read-only and other flags
+// on every mount of it), as runc falls back to. The container then sees the
+// host's tree, which its user may read on the host, and may write only what
+// is delegated to it. With one it gets its namespace's mounts as above: a
+// bind would show the whole host's tree to a container that asked to see
+// its own cgroup only.
 func expandCgroupMount(b *Bundle, m config.ContainerMount, userns, newCgroupNS bool) ([]config.ContainerMount, error) {
 	_, v2, err := cgroupMounts()
 	if err != nil {
 		return nil, fmt.Errorf("the host's cgroups: %w", err)
 	}
-	if userns && (!v2 || !newCgroupNS) {
+	if userns && !newCgroupNS {
 		bind, err := translateMount(b, specs.Mount{Destination: m.Destination, Type: "bind", Source: cgroupRoot, Options: []string{"rbind"}})
 		if err != nil {
 			return nil, err

@@ -371,3 +371,68 @@ func ownCaps(t *testing.T) uint64 {
 	t.Fatal("no CapPrm in /proc/self/status")
 	return 0
 }
+
+// TestContainerRoleOfRootIsNotDumpableWhileMapped: the container role of a
+// jail oci create run by root stays not dumpable while its new user
+// namespace waits for its maps (only an unprivileged create needs it
+// dumpable, to write them through /proc/PID): root's processes that lack
+// CAP_SYS_PTRACE, such as a container's sharing the host's pid namespace,
+// own the new namespace (root made it) and so could otherwise take the
+// role's descriptors (its control socket to create, the files the bundle
+// attached) or trace it, and what it forks, out of their confinement.
+// geteuid in the new namespace, unmapped, is the overflow id, not 0: what
+// decides is the id the role had before it.
+func TestContainerRoleOfRootIsNotDumpableWhileMapped(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("as root")
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("needs setpriv (util-linux)")
+	}
+	conn, roleEnd, err := control.Pair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	helper, err := programs.Open(programs.Helper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer helper.Close()
+	path, err := helper.PathFor(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := &exec.Cmd{Path: path, Args: []string{"jail:container"}, ExtraFiles: []*os.File{roleEnd}}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	roleEnd.Close()
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	c := config.Container{New: unix.CLONE_NEWUSER, ExecFifoFD: -1}
+	if err := conn.Send(control.Message{Kind: control.KindContainer, Container: &c}); err != nil {
+		t.Fatal(err)
+	}
+	msg, files, err := conn.Recv()
+	for _, f := range files {
+		f.Close()
+	}
+	if err != nil || msg.Kind != control.KindUserns {
+		t.Fatalf("the role's first report: %q, %v", msg.Kind, err)
+	}
+	// The role waits for "mapped" now. Its control socket, fd 3, is
+	// there for root with every capability (the check sees the role)...
+	socket := fmt.Sprintf("/proc/%d/fd/3", cmd.Process.Pid)
+	if out, err := exec.Command("readlink", socket).CombinedOutput(); err != nil || !strings.HasPrefix(string(out), "socket:") {
+		t.Fatalf("root with its capabilities cannot read the role's %s: %v: %s", socket, err, out)
+	}
+	// ...and not for root without any.
+	out, err := exec.Command(setpriv, "--bounding-set", "-all", "--inh-caps", "-all", "--ambient-caps", "-all", "--", "readlink", socket).CombinedOutput()
+	if err == nil {
+		t.Errorf("root without capabilities read the role's control socket while it waited for its maps (the role is dumpable): %s", out)
+	}
+}

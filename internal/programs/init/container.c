@@ -84,6 +84,41 @@ static uint64_t mount_attrs(uint64_t flags)
 	return a;
 }
 
+/* cgroup2_over mounts a fresh cgroup2, the caller's cgroup namespace's root
+ * with the MS_* flags' attributes, over the cgroup2 mount at target, where
+ * mount(2) refuses one (EBUSY: the same filesystem on the same mount point)
+ * whatever root either shows. That one is not kept: a bind of the host's
+ * /sys brings the host's, whose tree is above a cgroup namespace's root
+ * and shows every cgroup of the host. move_mount attaches the new one. */
+static int cgroup2_over(int target, const char *source, uint64_t flags, const char **what)
+{
+	int fs = (int)syscall(SYS_fsopen, "cgroup2", FSOPEN_CLOEXEC);
+	if (fs < 0) {
+		*what = "fsopen";
+		return -1;
+	}
+	int mnt = -1;
+	if (syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "source", source, 0) != 0)
+		*what = "fsconfig source";
+	else if (syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) != 0)
+		*what = "fsconfig";
+	else if ((mnt = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC, (unsigned)mount_attrs(flags))) < 0)
+		*what = "fsmount";
+	int saved = errno;
+	close(fs);
+	if (mnt < 0) {
+		errno = saved;
+		return -1;
+	}
+	int err = move_mount(mnt, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
+	saved = errno;
+	close(mnt);
+	errno = saved;
+	if (err != 0)
+		*what = "move_mount";
+	return err;
+}
+
 /* propagate sets the MS_* propagation prop on the mount at dest (absolute,
  * inside the current root). */
 static int propagate(int root, const char *dest, uint64_t prop)
@@ -156,18 +191,14 @@ static int container_mounts(const struct container *c, struct builder *b)
 		} else {
 			unsigned long flags = (unsigned long)(m->flags & ~(uint64_t)(MS_BIND | MS_REC));
 			err = mount_at(m->source[0] != '\0' ? m->source : m->type, target, m->type, flags, m->data[0] != '\0' ? m->data : NULL);
-			/* EBUSY: the mount at the destination is this very
-			 * filesystem's root already (a bind of the host's /sys
-			 * brought the host's cgroup2, and the container's cgroup
-			 * namespace has the host's root): it stays, with the
-			 * mount's flags added, as runc keeps the host's tree. */
+			/* EBUSY: a cgroup2 mount is at the destination already
+			 * (a bind of the host's /sys brought the host's): a
+			 * fresh one goes over it, when the mount has no options
+			 * (which the new mount API would take one by one). */
 			struct statfs there;
-			if (err != 0 && errno == EBUSY && strcmp(m->type, "cgroup2") == 0 && fstatfs(target, &there) == 0 &&
-			    there.f_type == CGROUP2_SUPER_MAGIC) {
-				struct mount_attr attr = {.attr_set = mount_attrs(m->flags)};
-				err = mount_setattr(target, "", AT_EMPTY_PATH, &attr, sizeof(attr));
-				what = "mount_setattr";
-			}
+			if (err != 0 && errno == EBUSY && strcmp(m->type, "cgroup2") == 0 && m->data[0] == '\0' &&
+			    fstatfs(target, &there) == 0 && there.f_type == CGROUP2_SUPER_MAGIC)
+				err = cgroup2_over(target, m->source[0] != '\0' ? m->source : m->type, m->flags, &what);
 		}
 		close(target);
 		if (err != 0)
@@ -1232,15 +1263,20 @@ static int container_main(void)
 	if (join_namespaces(c, true, &f) != 0)
 		goto failed;
 	if (c->new & CLONE_NEWUSER) {
+		/* An unprivileged jail oci create writes the maps (and
+		 * setgroups) through /proc/PID, whose files are root's while
+		 * the role is not dumpable: dumpable until mapped then, as
+		 * runc's nsexec. The role holds nothing its user does not.
+		 * Asked before the unshare: in the new namespace, unmapped,
+		 * geteuid is the overflow id, root's too, and root's role
+		 * must not be dumpable: root's processes own the namespace it
+		 * made, and those without CAP_SYS_PTRACE could then trace it
+		 * and take its descriptors. */
+		bool unprivileged = geteuid() != 0;
 		if (unshare(CLONE_NEWUSER) != 0) {
 			fail_errno(&f, "new namespaces", "user");
 			goto failed;
 		}
-		/* An unprivileged jail oci create writes the maps (and
-		 * setgroups) through /proc/PID, whose files are root's while
-		 * the role is not dumpable: dumpable until mapped then, as
-		 * runc's nsexec. The role holds nothing its user does not. */
-		bool unprivileged = geteuid() != 0;
 		if (unprivileged && prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0)
 			return 1;
 		struct report userns = {.kind = "userns"};
