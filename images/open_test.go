@@ -160,10 +160,16 @@ func TestConcurrentPreparesOfANewStore(t *testing.T) {
 				errs <- err
 			}()
 		}
+		// Every one has ended before the test may: none then makes
+		// directories in a temp dir being removed.
+		var failed error
 		for range jails {
 			if err := <-errs; err != nil {
-				t.Fatalf("round %d: %v", round, err)
+				failed = err
 			}
+		}
+		if failed != nil {
+			t.Fatalf("round %d: %v", round, failed)
 		}
 	}
 }
